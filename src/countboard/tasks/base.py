@@ -1,0 +1,79 @@
+"""The task protocol: what the engine asks of every task.
+
+A task turns a model and a dataset into per-unit records, then into metrics and artifacts:
+
+1. ``units(model, dataset, ctx)`` lists stable unit ids (an image, an image×prompt pair, a prompt…), in a fixed
+   order. The engine checkpoints records every ``checkpoint_every`` units, so a killed job resumes with the units
+   that have no record yet.
+2. ``run_units(model, dataset, unit_ids, ctx)`` evaluates a batch of units and returns one flat record (dict of
+   scalars, strings or short lists) per unit, each with its ``unit_id``. A unit whose input cannot be read or
+   evaluated returns ``{"unit_id": ..., "error": "<what went wrong>"}`` instead of raising: the engine counts it in
+   ``n_failed_samples`` and lists it in ``failures.json``.
+3. ``summarize(records, model, dataset, ctx)`` turns the successful records (a DataFrame) into a ``TaskResult``.
+
+Metric keys must be declared in ``countboard/schema/*.yaml``.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass
+class RunContext:
+    """What a task needs to know about the job it runs in."""
+
+    device: str
+    seed: int
+    batch_size: int
+    work_dir: Path
+    progress: bool = True
+    max_samples: int | None = None
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("countboard"))
+
+    def rng(self, *salt: int) -> np.random.Generator:
+        """A generator seeded by the job's seed and ``salt`` (same salt, same stream)."""
+        return np.random.default_rng([self.seed, *salt])
+
+
+@dataclass
+class TaskResult:
+    """Everything a task logs at the end of a job.
+
+    ``tables`` go to ``tables/<name>.parquet``, ``figures`` (matplotlib figures or PNG bytes) to
+    ``figures/<name>.png``, ``arrays`` to ``arrays/<name>.npz``, ``files`` (local paths) to ``files/<name>``.
+    """
+
+    metrics: dict[str, float]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Task(ABC):
+    """Base class of every task. Subclasses set ``name`` and ``family`` (a family of ``countboard.schema``)."""
+
+    name: str = ""
+    family: str = ""
+
+    @abstractmethod
+    def units(self, model: Any, dataset: Any, ctx: RunContext) -> Sequence[str]:
+        """Stable ids of the units to evaluate, in a fixed order."""
+
+    @abstractmethod
+    def run_units(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
+        """One flat record per unit id (with ``unit_id``; ``error`` instead of results on failure)."""
+
+    @abstractmethod
+    def summarize(self, records: pd.DataFrame, model: Any, dataset: Any, ctx: RunContext) -> TaskResult:
+        """Metrics and artifacts from the successful records."""
