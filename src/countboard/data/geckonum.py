@@ -1,0 +1,260 @@
+"""GeckoNum (Kajić et al., 2024): prompts and human annotations of seven text-to-image generators.
+
+The release has ``prompts.csv`` (1,386 prompts of 12 types) and ``geckonum_annotations.zip`` with one CSV per
+(task, generator), named ``task_{1,2,3}_{generator}.csv``. ``read_annotations`` reads the zip or a folder holding
+those CSVs and keeps, for each row, the file it came from and its line number, so that later checks can say
+exactly where a bad row is.
+
+Example:
+    >>> prompts = read_prompts("data/geckonum/prompts.csv")  # doctest: +SKIP
+    >>> t1 = read_annotations("data/geckonum/geckonum_annotations.zip", task=1)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from countboard.errors import CountboardError, DataNotFoundError
+
+#: The seven generators of the study, as spelled in the file names and the ``model`` column.
+GENERATORS: tuple[str, ...] = ("dalle_3", "imagen_a", "imagen_b", "imagen_c", "imagen_d", "muse_a", "muse_b")
+
+#: The 12 prompt types, as spelled in ``prompts.csv``, grouped by the numerical task they probe.
+PROMPT_TYPES_BY_TASK: dict[int, tuple[str, ...]] = {
+    1: (
+        "numeric_simple",
+        "numeric_sentence",
+        "2-additive",
+        "3-additive",
+        "attribute-color",
+        "2-additive-color",
+        "attribute-spatial",
+    ),
+    2: ("approx-1-entity", "approx-2-entity"),
+    3: ("fractional-simple", "fractional-complex", "part-whole"),
+}
+
+#: Columns each annotation task's CSVs must have (the layout of the release's ``ANNOTATIONS.md``).
+TASK_COLUMNS: dict[int, tuple[str, ...]] = {
+    1: ("image_id", "model", "question_id", "question", "prompt", "annot_id", "raw_answer", "answer"),
+    2: ("image_id", "model", "prompt", "gt_num", "annot_id", "answer_text", "answer_num"),
+    3: ("image_id", "model", "question_id", "question", "prompt", "annot_id", "answer"),
+}
+
+#: Columns read as categoricals (few distinct values, many rows).
+_CATEGORICAL = ("model", "question", "prompt", "answer_text", "raw_answer", "answer")
+
+_FILE_RE = re.compile(r"task_([123])_(.+)\.csv$")
+_HOW_TO_GET = (
+    "Download prompts.csv and geckonum_annotations.zip from "
+    "https://github.com/google-deepmind/geckonum_benchmark_t2i (CC-BY 4.0) into that folder."
+)
+
+
+@dataclass(frozen=True)
+class AnnotationFile:
+    """One annotation CSV: where it is and what it holds."""
+
+    name: str
+    task: int
+    generator: str
+
+
+def _find_zip(path: Path) -> Path | None:
+    if path.is_file() and path.suffix == ".zip":
+        return path
+    if path.is_dir():
+        zips = sorted(path.glob("*annotations*.zip"))
+        has_csv = any(path.glob("task_[123]_*.csv")) or any(path.glob("annotations/task_[123]_*.csv"))
+        if zips and not has_csv:
+            return zips[0]
+    return None
+
+
+def _csv_folder(path: Path) -> Path:
+    if any(path.glob("task_[123]_*.csv")):
+        return path
+    if (path / "annotations").is_dir() and any((path / "annotations").glob("task_[123]_*.csv")):
+        return path / "annotations"
+    raise DataNotFoundError(
+        path, "geckonum annotations", f"No task_<n>_<generator>.csv files there. {_HOW_TO_GET}"
+    )
+
+
+def list_annotation_files(path: str | Path, task: int | None = None) -> list[AnnotationFile]:
+    """The annotation CSVs in a zip or folder, sorted by name; only those of ``task`` when given.
+
+    Args:
+        path: The release zip, or a folder with the CSVs (directly or under ``annotations/``), or a folder that
+            holds the zip.
+        task: 1, 2 or 3; ``None`` for all.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataNotFoundError(path, "geckonum annotations", _HOW_TO_GET)
+    zpath = _find_zip(path)
+    if zpath is not None:
+        with zipfile.ZipFile(zpath) as zf:
+            names = zf.namelist()
+    else:
+        names = [p.name for p in _csv_folder(path).glob("*.csv")]
+    out = []
+    for name in sorted(names):
+        m = _FILE_RE.search(Path(name).name)
+        if m and (task is None or int(m.group(1)) == task):
+            out.append(AnnotationFile(name=name, task=int(m.group(1)), generator=m.group(2)))
+    return out
+
+
+def _read_bytes(path: Path, names: list[str]) -> list[bytes]:
+    zpath = _find_zip(path)
+    if zpath is not None:
+        with zipfile.ZipFile(zpath) as zf:
+            return [zf.read(n) for n in names]
+    folder = _csv_folder(path)
+    return [(folder / n).read_bytes() for n in names]
+
+
+def _parse_csv(data: bytes, name: str, task: int) -> pa.Table:
+    columns = TASK_COLUMNS[task]
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(data),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c: pa.string() for c in columns},
+                strings_can_be_null=False,
+            ),
+        )
+    except pa.ArrowInvalid as exc:
+        raise CountboardError(
+            f"{name}: not a readable CSV ({exc}). Re-extract the file from the release."
+        ) from exc
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise CountboardError(
+            f"{name}: missing column(s) {', '.join(missing)} for task {task} annotations; expected "
+            f"{', '.join(columns)} (see ANNOTATIONS.md of the release)."
+        )
+    return table.select(list(columns))
+
+
+def read_annotations(path: str | Path, task: int) -> pd.DataFrame:
+    """All annotation rows of one task, from the release zip or a folder of CSVs.
+
+    Values are kept as the text of the file (parsing and checks come later, so that a bad value can be reported
+    with its place); repeated strings are categoricals. Two columns are added: ``file`` (CSV name) and ``line``
+    (1-based line in that file; the header is line 1).
+
+    Args:
+        path: The zip, a folder with the CSVs (or with them under ``annotations/``), or a folder holding the zip.
+        task: 1 (counts), 2 (approximate quantities) or 3 (yes/no questions).
+
+    Returns:
+        One row per annotation, with the columns of ``TASK_COLUMNS[task]`` plus ``file`` and ``line``.
+
+    Raises:
+        DataNotFoundError: Nothing to read at ``path``.
+        CountboardError: A file is not a CSV or lacks a column; the message names the file.
+    """
+    if task not in TASK_COLUMNS:
+        raise CountboardError(f"GeckoNum annotation task must be 1, 2 or 3, got {task!r}")
+    files = list_annotation_files(path, task)
+    if not files:
+        raise DataNotFoundError(
+            Path(path), "geckonum annotations", f"No task_{task}_*.csv found. {_HOW_TO_GET}"
+        )
+    blobs = _read_bytes(Path(path), [f.name for f in files])
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        tables = list(pool.map(lambda a: _parse_csv(a[0], a[1].name, task), zip(blobs, files, strict=True)))
+    frames = []
+    for f, table in zip(files, tables, strict=True):
+        n = table.num_rows
+        table = table.append_column(
+            "file", pa.array([Path(f.name).name] * n, pa.string()).dictionary_encode()
+        )
+        table = table.append_column("line", pa.array(range(2, n + 2), pa.int32()))
+        frames.append(table)
+    table = pa.concat_tables(frames, promote_options="permissive")
+    df = table.to_pandas()
+    for c in (*_CATEGORICAL, "file"):
+        if c in df.columns and not isinstance(df[c].dtype, pd.CategoricalDtype):
+            df[c] = df[c].astype("category")
+    return df
+
+
+def parse_entities(text: str) -> list[tuple[str, str]]:
+    """``noun:number`` pairs of the ``entities`` column, numbers kept as text.
+
+    Example:
+        >>> parse_entities("corkscrew:3, crib:1, okra:1")
+        [('corkscrew', '3'), ('crib', '1'), ('okra', '1')]
+    """
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        noun, sep, value = part.rpartition(":")
+        if not sep:
+            raise ValueError(f"entity {part!r} is not of the form noun:number")
+        out.append((noun.strip(), value.strip()))
+    return out
+
+
+def read_prompts(path: str | Path) -> pd.DataFrame:
+    """GeckoNum's ``prompts.csv`` (or a folder holding it), indexed by ``prompt_id``.
+
+    Returns:
+        Columns ``prompt``, ``prompt_type``, ``dataset_id``, ``has_numeral`` (bool: the number is written as a
+        word), ``is_frequent`` (1, 0, or -1 where not applicable), ``entities`` (list of ``(noun, value)`` text
+        pairs) and ``task`` (1, 2 or 3); index ``prompt_id`` (int, the number in ``dataset_id`` and image ids).
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "prompts.csv"
+    if not path.is_file():
+        raise DataNotFoundError(path, "geckonum prompts", _HOW_TO_GET)
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    need = ("prompt", "has_numeral", "is_frequent", "entities", "prompt_type", "dataset_id")
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise CountboardError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(need)}")
+    task_of = {t: k for k, ts in PROMPT_TYPES_BY_TASK.items() for t in ts}
+    unknown = sorted(set(df["prompt_type"]) - set(task_of))
+    if unknown:
+        raise CountboardError(f"{path}: unknown prompt_type(s) {unknown}; known: {sorted(task_of)}")
+    out = pd.DataFrame(
+        {
+            "prompt": df["prompt"],
+            "prompt_type": df["prompt_type"],
+            "dataset_id": df["dataset_id"],
+            "has_numeral": df["has_numeral"].astype(int).astype(bool),
+            "is_frequent": df["is_frequent"].astype(int),
+            "entities": df["entities"].map(parse_entities),
+            "task": df["prompt_type"].map(task_of).astype(int),
+        }
+    )
+    out.index = pd.Index(df["dataset_id"].str.rsplit("_", n=1).str[-1].astype(int), name="prompt_id")
+    return out
+
+
+def split_image_id(image_id: str) -> tuple[int, int]:
+    """``(prompt_id, seed)`` of an image id ``geckonum_{prompt_id}_{seed}``.
+
+    Example:
+        >>> split_image_id("geckonum_00042_3")
+        (42, 3)
+    """
+    parts = str(image_id).split("_")
+    if len(parts) < 3 or not parts[-1].isdigit() or not parts[-2].isdigit():
+        raise ValueError(f"image id {image_id!r} is not of the form geckonum_<prompt_id>_<seed>")
+    return int(parts[-2]), int(parts[-1])
