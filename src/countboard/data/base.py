@@ -1,7 +1,9 @@
-"""Items that flow from datasets to models."""
+"""Items that flow from datasets to models, and the interface of an image dataset."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,3 +31,64 @@ class ImageItem:
     @property
     def size(self) -> tuple[int, int]:
         return int(self.image.shape[0]), int(self.image.shape[1])
+
+    def count_of(self, class_name: str | None = None) -> int:
+        """Annotated objects of ``class_name`` (default: the image's own class); 0 when the class is absent."""
+        name = self.class_name if class_name is None else class_name
+        pts = self.points.get(name) if name is not None else None
+        return 0 if pts is None else len(pts)
+
+    @property
+    def all_points(self) -> np.ndarray:
+        """Points of every class stacked into one ``(K, 2)`` array."""
+        arrays = [np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in self.points.values()]
+        return np.concatenate(arrays) if arrays else np.zeros((0, 2))
+
+
+class ImageDataset(ABC):
+    """A split of annotated images, each with one positive class (FSC-147 and datasets in its layout).
+
+    Subclasses provide the ordered ``image_ids``, the split's ``classes``, the positive class and ground-truth
+    count of each image, and ``load``; indexing and iteration follow from these.
+    """
+
+    name: str = ""
+
+    @property
+    @abstractmethod
+    def image_ids(self) -> list[str]:
+        """Image ids of the split, in a fixed order."""
+
+    @property
+    @abstractmethod
+    def classes(self) -> list[str]:
+        """Class names of the split that have at least one image, in a fixed order."""
+
+    @abstractmethod
+    def class_of(self, image_id: str) -> str:
+        """The positive class of an image."""
+
+    @abstractmethod
+    def count_of(self, image_id: str) -> int:
+        """Ground-truth count of the image's positive class (known without loading pixels)."""
+
+    @abstractmethod
+    def load(self, image_id: str) -> ImageItem:
+        """Read one image with its annotation; raises ``OSError`` or ``ValueError`` when the file is unreadable."""
+
+    def images_of(self, class_name: str) -> list[str]:
+        """Image ids whose positive class is ``class_name``, in dataset order."""
+        return [i for i in self.image_ids if self.class_of(i) == class_name]
+
+    def __len__(self) -> int:
+        return len(self.image_ids)
+
+    def __getitem__(self, index: int) -> ImageItem:
+        return self.load(self.image_ids[index])
+
+    def __iter__(self) -> Iterator[ImageItem]:
+        for image_id in self.image_ids:
+            yield self.load(image_id)
+
+    def load_many(self, image_ids: Sequence[str]) -> list[ImageItem]:
+        return [self.load(i) for i in image_ids]
