@@ -1,0 +1,96 @@
+"""Shared pieces of the detect-then-count counters (OWLv2, Grounding DINO): box formats and non-maximum suppression.
+
+Detections above a score threshold that survive NMS become unit masses at their box centres
+(``countboard.models.base.boxes_to_density``), so the count is the number of kept boxes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from countboard.models.base import boxes_to_density
+
+
+def cxcywh_to_yxyx(boxes: np.ndarray, scale_hw: tuple[float, float]) -> np.ndarray:
+    """Normalised ``(cx, cy, w, h)`` boxes to pixel ``(y0, x0, y1, x1)`` boxes.
+
+    Args:
+        boxes: ``(K, 4)`` boxes with coordinates in ``[0, 1]``.
+        scale_hw: Pixel height and width that coordinate 1 stands for.
+
+    Example:
+        >>> cxcywh_to_yxyx(np.array([[0.5, 0.5, 0.5, 1.0]]), (10, 20)).tolist()
+        [[0.0, 5.0, 10.0, 15.0]]
+    """
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    h, w = scale_hw
+    cx, cy, bw, bh = boxes[:, 0] * w, boxes[:, 1] * h, boxes[:, 2] * w, boxes[:, 3] * h
+    return np.stack([cy - bh / 2, cx - bw / 2, cy + bh / 2, cx + bw / 2], axis=1)
+
+
+def box_iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """IoU of one ``(4,)`` box with ``(K, 4)`` boxes, all ``(y0, x0, y1, x1)``.
+
+    Example:
+        >>> box_iou(np.array([0, 0, 2, 2]), np.array([[0, 0, 2, 2], [0, 1, 2, 3], [5, 5, 6, 6]])).round(3).tolist()
+        [1.0, 0.333, 0.0]
+    """
+    y0 = np.maximum(box[0], others[:, 0])
+    x0 = np.maximum(box[1], others[:, 1])
+    y1 = np.minimum(box[2], others[:, 2])
+    x1 = np.minimum(box[3], others[:, 3])
+    inter = np.clip(y1 - y0, 0, None) * np.clip(x1 - x0, 0, None)
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    areas = (others[:, 2] - others[:, 0]) * (others[:, 3] - others[:, 1])
+    union = area + areas - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarray:
+    """Indices of the boxes kept by greedy non-maximum suppression, best score first.
+
+    A box is dropped when its IoU with an already kept, higher-scoring box exceeds ``iou_threshold``;
+    ``iou_threshold >= 1`` keeps every box.
+
+    Example:
+        >>> nms(np.array([[0, 0, 2, 2], [0, 0, 2, 2.2], [5, 5, 6, 6]]), np.array([0.9, 0.8, 0.7]), 0.5).tolist()
+        [0, 2]
+    """
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    if iou_threshold >= 1:
+        return order
+    boxes = np.asarray(boxes, dtype=np.float64)
+    keep: list[int] = []
+    while len(order):
+        i = order[0]
+        keep.append(int(i))
+        rest = order[1:]
+        order = rest[box_iou(boxes[i], boxes[rest]) <= iou_threshold]
+    return np.array(keep, dtype=int)
+
+
+def detections_to_density(boxes: np.ndarray, scores: np.ndarray, size: tuple[int, int], score_threshold: float,
+                          nms_iou: float) -> np.ndarray:
+    """Density map with unit mass at the centre of each box scoring at least ``score_threshold`` that survives NMS.
+
+    Boxes whose centre falls outside the image (in the padding some processors add) are not counted.
+
+    Args:
+        boxes: ``(K, 4)`` pixel boxes ``(y0, x0, y1, x1)``.
+        scores: ``(K,)`` detection scores in ``[0, 1]``.
+        size: ``(H, W)`` of the image.
+        score_threshold: Minimum score of a counted detection.
+        nms_iou: IoU above which the lower-scoring of two overlapping detections is dropped.
+
+    Example:
+        >>> boxes = np.array([[0, 0, 4, 4], [0, 0, 4, 4], [4, 4, 8, 8]])
+        >>> detections_to_density(boxes, np.array([0.9, 0.8, 0.1]), (8, 8), 0.5, 0.5).sum()
+        1.0
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    cy, cx = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+    sel = (scores >= score_threshold) & (cy >= 0) & (cy < size[0]) & (cx >= 0) & (cx < size[1])
+    boxes, scores = boxes[sel], scores[sel]
+    keep = nms(boxes, scores, nms_iou)
+    return boxes_to_density(boxes[keep], None, size)
