@@ -1,0 +1,376 @@
+"""Q-GroundCAM grounding metrics: how well an activation map agrees with a ground-truth box.
+
+Rajabi & Košecká, "Q-GroundCAM: Quantifying Grounding in Vision Language Models via GradCAM". For one activation
+map ``A`` (``H×W``, min-max normalised to ``[0, 1]``) and one box ``(y0, x0, y1, x1)`` whose mask ``M`` covers rows
+``y0..y1-1`` and columns ``x0..x1-1``:
+
+- ``iou_soft = Σ(A·M) / Σ(A + M − A·M)``, ``dice_soft = 2Σ(A·M) / (ΣA + ΣM)``;
+- ``iou_binary``, ``dice_binary``: the same with ``A`` thresholded at 0.5 (``A >= 0.5``);
+- ``wdp = Sigmoid(log(ΣP / (ΣA + ε)))``, ``P = A·(1 − M)·D``,
+  ``D_ij = max(max(y0 − i, i − y1), max(x0 − j, j − x1))`` (lower is better);
+- ``io_ratio = Sigmoid(log(S_in / S_out))``: ``S_in`` the mass inside the box, ``S_out`` the rest;
+- ``pg_hit``: 1 when the (first, row-major) maximum of ``A`` lies in the box;
+- ``pg_uncertain``: 1 when the tied top local maxima above ``tau`` that survive non-maximum suppression (radius
+  ``delta``) are not all inside or all outside the box.
+
+``Sigmoid(log(r)) = r / (1 + r)``, so ``io_ratio = S_in / ΣA`` and ``wdp = ΣP / (ΣP + ΣA + ε)``; the code uses these
+exact closed forms, which also settle the limits without warnings: all mass inside gives ``io_ratio = 1`` (``S_out =
+0``) and no mass outside gives ``wdp = 0`` (``ΣP = 0``).
+
+Documented values for degenerate input:
+
+- An empty (all-zero) or constant map has no localisation; min-max normalisation maps it to zeros (the convention of
+  common GradCAM code, ``(A − min) / (max − min + ε)``) and every metric is 0, ``empty_map`` is 1.
+- Boxes are clipped to the image; a box that does not overlap the image, or has no area, raises ``ValueError``.
+- NaN or infinite activations raise ``ValueError`` (``grounding_metrics_batch(..., nan_policy="omit")`` instead
+  marks the map invalid and gives NaN metrics for it, so a sweep can record the unit as failed and go on).
+- Ties between maxima are exact equality of activation values (as produced by plateaus and nearest upsampling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import ndimage
+
+EPS = 1e-8
+BINARY_THRESHOLD = 0.5
+METRIC_KEYS = ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "io_ratio", "pg_hit", "pg_uncertain")
+
+
+def clip_box(box: Sequence[float], shape: tuple[int, int]) -> tuple[int, int, int, int]:
+    """The box ``(y0, x0, y1, x1)`` as integers clipped to an ``(H, W)`` image.
+
+    Raises:
+        ValueError: when the box has no area or lies entirely outside the image.
+
+    Example:
+        >>> clip_box((-5, 2, 4, 40), (10, 10))
+        (0, 2, 4, 10)
+    """
+    if len(box) != 4:
+        raise ValueError(f"box {box!r} must have 4 numbers (y0, x0, y1, x1)")
+    h, w = shape
+    y0, x0, y1, x1 = (int(round(float(v))) for v in box)
+    if y1 <= y0 or x1 <= x0:
+        raise ValueError(f"box {tuple(box)} has no area: need y1 > y0 and x1 > x0 in (y0, x0, y1, x1) order")
+    cy0, cx0, cy1, cx1 = max(y0, 0), max(x0, 0), min(y1, h), min(x1, w)
+    if cy1 <= cy0 or cx1 <= cx0:
+        raise ValueError(f"box {tuple(box)} lies outside the {h}x{w} image; boxes are (y0, x0, y1, x1) in pixels")
+    return cy0, cx0, cy1, cx1
+
+
+def normalize_map(heatmap: np.ndarray) -> np.ndarray:
+    """Min-max normalise to ``[0, 1]`` (float64); constant maps become zeros.
+
+    Raises:
+        ValueError: for a map that is not 2-D or has NaN/infinite values.
+
+    Example:
+        >>> normalize_map(np.array([[2.0, 4.0], [3.0, 2.0]])).tolist()
+        [[0.0, 1.0], [0.5, 0.0]]
+    """
+    a = np.asarray(heatmap, dtype=np.float64)
+    if a.ndim != 2 or a.size == 0:
+        raise ValueError(f"activation map must be a non-empty 2-D (H, W) array, got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"activation map has {int((~np.isfinite(a)).sum())} NaN/infinite values; "
+                         "check the model output (GradCAM of a non-finite score?)")
+    lo, hi = a.min(), a.max()
+    if hi <= lo:
+        return np.zeros_like(a)
+    return (a - lo) / (hi - lo)
+
+
+def distance_map(box: tuple[int, int, int, int], shape: tuple[int, int]) -> np.ndarray:
+    """``D_ij = max(max(y0 − i, i − y1), max(x0 − j, j − x1))`` of the WDP penalty (negative or 0 inside).
+
+    Example:
+        >>> distance_map((1, 1, 2, 2), (3, 3)).tolist()
+        [[1, 1, 1], [1, -1, 0], [1, 0, 0]]
+    """
+    y0, x0, y1, x1 = box
+    i = np.arange(shape[0])[:, None]
+    j = np.arange(shape[1])[None, :]
+    return np.maximum(np.maximum(y0 - i, i - y1), np.maximum(x0 - j, j - x1))
+
+
+def _nms_mixed(points: np.ndarray, inside: np.ndarray, delta: float) -> bool:
+    """Greedy NMS over ``points`` (already in processing order); True when survivors are both in and out."""
+    alive = np.ones(len(points), dtype=bool)
+    kept_in = kept_out = False
+    for k in range(len(points)):
+        if not alive[k]:
+            continue
+        kept_in |= bool(inside[k])
+        kept_out |= not bool(inside[k])
+        if kept_in and kept_out:
+            return True
+        d2 = ((points[k + 1:] - points[k]) ** 2).sum(axis=1)
+        alive[k + 1:] &= d2 > delta * delta
+    return False
+
+
+def _in_box(ij: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+    y0, x0, y1, x1 = box
+    return (ij[:, 0] >= y0) & (ij[:, 0] < y1) & (ij[:, 1] >= x0) & (ij[:, 1] < x1)
+
+
+def pointing_game(a: np.ndarray, box: tuple[int, int, int, int], *, tau: float = 0.7,
+                  delta: float = 50) -> tuple[int, int]:
+    """Pointing-game hit and uncertainty of a normalised map ``a`` and a clipped box.
+
+    Local maxima are pixels not smaller than any of their 8 neighbours and above ``tau``; sorted by value (ties in
+    row-major order), a maximum within Euclidean distance ``delta`` of one already kept is suppressed. The map is
+    uncertain when the kept maxima tied with the top value are not all inside or all outside the box.
+
+    Example:
+        >>> a = np.zeros((8, 120)); a[4, 10] = a[4, 100] = 1.0
+        >>> pointing_game(a, (0, 0, 8, 60))
+        (1, 1)
+    """
+    if a.max() <= 0:
+        return 0, 0
+    top = np.unravel_index(int(np.argmax(a)), a.shape)
+    hit = int(_in_box(np.array([top]), box)[0])
+    peaks = (a == ndimage.maximum_filter(a, size=3, mode="nearest")) & (a > tau)
+    ij = np.argwhere(peaks)
+    if len(ij) == 0:
+        return hit, 0
+    values = a[peaks]
+    order = np.argsort(-values, kind="stable")
+    ij, values = ij[order], values[order]
+    tied = values == values[0]
+    ij_top = ij[tied]
+    inside = _in_box(ij_top, box)
+    if inside.all() or not inside.any():
+        return hit, 0
+    return hit, int(_nms_mixed(ij_top.astype(np.float64), inside, delta))
+
+
+def grounding_metrics(heatmap: np.ndarray, box: Sequence[float], *, tau: float = 0.7, delta: float = 50,
+                      normalize: bool = True) -> dict[str, float]:
+    """All Q-GroundCAM metrics of one activation map and one box.
+
+    Args:
+        heatmap: ``(H, W)`` activations; min-max normalised here unless ``normalize=False`` (then it must already be
+            non-negative; used for density maps, whose scale carries no meaning for these ratios).
+        box: ``(y0, x0, y1, x1)`` in pixels of the map; the mask covers rows ``y0..y1-1``, columns ``x0..x1-1``.
+        tau: Activation threshold of the local maxima considered by the pointing-game uncertainty.
+        delta: NMS radius (pixels) of the pointing-game uncertainty.
+        normalize: Min-max normalise first (the paper's setting).
+
+    Returns:
+        ``iou_soft``, ``dice_soft``, ``iou_binary``, ``dice_binary``, ``wdp``, ``io_ratio``, ``pg_hit``,
+        ``pg_uncertain`` and ``empty_map`` (1 for an all-zero or constant map, whose metrics are all 0).
+
+    Example:
+        >>> a = np.zeros((10, 10)); a[2:5, 2:5] = 1.0
+        >>> m = grounding_metrics(a, (2, 2, 5, 5))
+        >>> m["iou_soft"], m["io_ratio"], m["wdp"], m["pg_hit"]
+        (1.0, 1.0, 0.0, 1)
+    """
+    if normalize:
+        a = normalize_map(heatmap)
+    else:
+        a = np.asarray(heatmap, dtype=np.float64)
+        if a.ndim != 2 or a.size == 0 or not np.isfinite(a).all() or a.min() < 0:
+            raise ValueError(f"activation map (shape {a.shape}) must be 2-D, finite and non-negative "
+                             "when normalize=False")
+    b = clip_box(box, a.shape)
+    if a.max() <= 0:
+        return {**dict.fromkeys(METRIC_KEYS, 0.0), "pg_hit": 0, "pg_uncertain": 0, "empty_map": 1}
+    y0, x0, y1, x1 = b
+    total = float(a.sum())
+    s_in = float(a[y0:y1, x0:x1].sum())
+    area = float((y1 - y0) * (x1 - x0))
+    binary = a >= BINARY_THRESHOLD
+    b_total = float(binary.sum())
+    b_in = float(binary[y0:y1, x0:x1].sum())
+    penalty = float((a * np.maximum(distance_map(b, a.shape), 0)).sum())
+    hit, uncertain = pointing_game(a, b, tau=tau, delta=delta)
+    return {
+        "iou_soft": s_in / (total + area - s_in),
+        "dice_soft": 2 * s_in / (total + area),
+        "iou_binary": b_in / (b_total + area - b_in),
+        "dice_binary": 2 * b_in / (b_total + area),
+        "wdp": penalty / (penalty + total + EPS),
+        "io_ratio": s_in / total,
+        "pg_hit": hit,
+        "pg_uncertain": uncertain,
+        "empty_map": 0,
+    }
+
+
+def _clip_boxes(boxes: np.ndarray, n: int, shape: tuple[int, int]) -> np.ndarray:
+    boxes = np.asarray(boxes, dtype=np.float64)
+    if boxes.shape != (n, 4):
+        raise ValueError(f"boxes must have shape ({n}, 4) for {n} maps, got {boxes.shape}")
+    out = np.empty((n, 4), dtype=np.int64)
+    for k in range(n):
+        try:
+            out[k] = clip_box(boxes[k], shape)
+        except ValueError as err:
+            raise ValueError(f"box {k}: {err}") from None
+    return out
+
+
+def _tie_uncertain(tie: np.ndarray, box: np.ndarray, delta: float) -> int:
+    """Uncertainty among the pixels tied with the global maximum (they lead any sorted list of maxima)."""
+    ij = np.argwhere(tie)
+    inside = _in_box(ij, tuple(box))
+    if inside.all() or not inside.any():
+        return 0
+    return int(_nms_mixed(ij.astype(np.float64), inside, delta))
+
+
+class _Buffers:
+    """Work arrays reused across chunks (fresh multi-megabyte arrays per chunk cost page faults)."""
+
+    def __init__(self, n: int, h: int, w: int):
+        self.a = np.empty((n, h, w), dtype=np.float32)
+        self.b = np.empty((n, h, w), dtype=np.float32)
+        self.d = np.empty((n, h, w), dtype=np.float32)
+
+
+def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, normalize: bool,
+                   buf: _Buffers) -> dict:
+    n, h, w = x.shape
+    flat = x.reshape(n, h * w)
+    first = flat.argmax(axis=1)
+    last = h * w - 1 - flat[:, ::-1].argmax(axis=1)
+    xmax = flat[np.arange(n), first].astype(np.float64)
+    xmin = flat.min(axis=1).astype(np.float64)
+    valid = np.isfinite(xmax) & np.isfinite(xmin) & (normalize | (xmin >= 0))
+    if not valid.all():
+        x = np.where(valid[:, None, None], x, 0)
+    lo = np.where(valid & normalize, xmin, 0)
+    span = np.where(valid, xmax, 0) - lo
+    empty = span <= 0
+    scale = np.where(empty, 0, 1 / np.where(empty, 1, span)) if normalize else np.where(valid, 1.0, 0.0)
+    a = np.subtract(x, lo[:, None, None].astype(np.float32), out=buf.a[:n])
+    a *= scale[:, None, None].astype(np.float32)
+    rows, cols = np.arange(h), np.arange(w)
+    y0, x0, y1, x1 = (boxes[:, k, None] for k in range(4))
+    row_in = ((rows >= y0) & (rows < y1)).astype(np.float64)
+    probe = np.stack([((cols >= x0) & (cols < x1)).astype(np.float32), np.ones((n, w), np.float32)], axis=2)
+    sums = (a @ probe).astype(np.float64)
+    s_in = np.einsum("nh,nh->n", row_in, sums[:, :, 0])
+    total = sums[:, :, 1].sum(axis=1)
+    binary = np.greater_equal(a, BINARY_THRESHOLD, out=buf.b[:n], casting="unsafe")
+    bsums = (binary @ probe).astype(np.float64)
+    b_in = np.einsum("nh,nh->n", row_in, bsums[:, :, 0])
+    b_total = bsums[:, :, 1].sum(axis=1)
+    area = ((y1 - y0) * (x1 - x0))[:, 0].astype(np.float64)
+    dy = np.maximum(np.maximum(y0 - rows, rows - y1), 0).astype(np.float32)
+    dx = np.maximum(np.maximum(x0 - cols, cols - x1), 0).astype(np.float32)
+    dist = np.maximum(dy[:, :, None], dx[:, None, :], out=buf.d[:n]).reshape(n, 1, h * w)
+    penalty = (dist @ a.reshape(n, h * w, 1))[:, 0, 0].astype(np.float64)
+    fy, fx = first // w, first % w
+    hit = (fy >= y0[:, 0]) & (fy < y1[:, 0]) & (fx >= x0[:, 0]) & (fx < x1[:, 0]) & ~empty
+    uncertain = np.zeros(n)
+    top = np.where(normalize, 1.0, xmax)
+    for k in np.flatnonzero(valid & ~empty & (top > tau) & (first != last)):
+        uncertain[k] = _tie_uncertain(x[k] == x[k].reshape(-1)[first[k]], boxes[k], delta)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = {
+            "iou_soft": s_in / (total + area - s_in),
+            "dice_soft": 2 * s_in / (total + area),
+            "iou_binary": b_in / (b_total + area - b_in),
+            "dice_binary": 2 * b_in / (b_total + area),
+            "wdp": penalty / (penalty + total + EPS),
+            "io_ratio": s_in / total,
+            "pg_hit": hit.astype(np.float64),
+            "pg_uncertain": uncertain,
+        }
+    for key in METRIC_KEYS:
+        out[key] = np.where(valid, np.where(empty, 0.0, out[key]), np.nan)
+    out["empty_map"] = (empty & valid).astype(np.float64)
+    out["valid"] = valid
+    return out
+
+
+def grounding_metrics_batch(heatmaps: np.ndarray, boxes: np.ndarray, *, tau: float = 0.7, delta: float = 50,
+                            normalize: bool = True, nan_policy: str = "raise",
+                            chunk_size: int = 4) -> dict[str, np.ndarray]:
+    """Vectorised ``grounding_metrics`` over ``N`` maps of one size (same values, same documented limits).
+
+    Box sums are batched matrix products with the separable box mask; the pointing-game uncertainty only needs the
+    pixels tied with each map's maximum (every sorted list of maxima starts with them), so NMS runs only for the rare
+    maps with several tied maxima on both sides of the box edge. Maps are processed ``chunk_size`` at a time in
+    float32 to stay in cache.
+
+    Args:
+        heatmaps: ``(N, H, W)`` activations.
+        boxes: ``(N, 4)`` boxes ``(y0, x0, y1, x1)``.
+        tau, delta, normalize: As in ``grounding_metrics``.
+        nan_policy: ``"raise"`` (ValueError naming the maps with NaN/infinite values) or ``"omit"`` (their metrics
+            are NaN and ``valid`` is False).
+        chunk_size: Maps per vectorised step.
+
+    Returns:
+        One ``(N,)`` float array per key of ``grounding_metrics`` plus the boolean ``valid``.
+
+    Example:
+        >>> maps = np.zeros((2, 10, 10)); maps[0, 2:5, 2:5] = 1.0; maps[1, 8, 8] = 1.0
+        >>> grounding_metrics_batch(maps, np.array([[2, 2, 5, 5]] * 2))["io_ratio"].tolist()
+        [1.0, 0.0]
+    """
+    if nan_policy not in ("raise", "omit"):
+        raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
+    heatmaps = np.asarray(heatmaps)
+    if heatmaps.ndim != 3 or heatmaps.shape[1] == 0 or heatmaps.shape[2] == 0:
+        raise ValueError(f"heatmaps must be a (N, H, W) array, got shape {heatmaps.shape}")
+    n = heatmaps.shape[0]
+    clipped = _clip_boxes(boxes, n, heatmaps.shape[1:])
+    parts = []
+    buf = _Buffers(min(chunk_size, n), *heatmaps.shape[1:])
+    for s in range(0, n, chunk_size):
+        x = np.asarray(heatmaps[s:s + chunk_size], dtype=np.float32)
+        parts.append(_chunk_metrics(x, clipped[s:s + chunk_size], tau, delta, normalize, buf))
+    keys = (*METRIC_KEYS, "empty_map", "valid")
+    out = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0) for k in keys}
+    bad = np.flatnonzero(~out["valid"])
+    if nan_policy == "raise" and len(bad):
+        what = "NaN/infinite" + ("" if normalize else " or negative")
+        raise ValueError(f"{len(bad)} activation maps have {what} values (indices {bad[:10].tolist()}); "
+                         "check the model output or pass nan_policy='omit'")
+    return out
+
+
+def mosaic_grounding(density_map: np.ndarray, seam: int, orientation: str, *,
+                     positive_first: bool = True) -> dict[str, float]:
+    """``io_ratio`` and ``wdp`` of a counter's density map on a two-image mosaic, the positive half as the box.
+
+    Negative density values are clipped to 0 and the map is not min-max normalised (both ratios are scale-free, and
+    subtracting the minimum would change a count). An all-zero density gives 0 for both, as for empty maps above.
+
+    Args:
+        density_map: ``(H, W)`` density of the mosaic prompted with the positive class.
+        seam: Index of the first row (``"vertical"``: halves stacked) or column (``"horizontal"``: side by side) of
+            the second half.
+        orientation: ``"horizontal"`` or ``"vertical"``.
+        positive_first: True when the positive image is the left/top half.
+
+    Returns:
+        ``{"mosaic_io_ratio": ..., "mosaic_wdp": ...}``.
+
+    Example:
+        >>> d = np.zeros((4, 8)); d[1, 1] = 3.0; d[2, 6] = 1.0
+        >>> mosaic_grounding(d, 4, "horizontal")["mosaic_io_ratio"]
+        0.75
+    """
+    d = np.asarray(density_map, dtype=np.float64)
+    if d.ndim != 2:
+        raise ValueError(f"density map must be 2-D (H, W), got shape {d.shape}")
+    h, w = d.shape
+    if orientation not in ("horizontal", "vertical"):
+        raise ValueError(f"orientation must be 'horizontal' (side by side) or 'vertical' (stacked), got {orientation!r}")
+    extent = w if orientation == "horizontal" else h
+    if not 0 < seam < extent:
+        raise ValueError(f"seam {seam} must lie strictly inside the map ({orientation} extent {extent})")
+    lo, hi = (0, seam) if positive_first else (seam, extent)
+    box = (0, lo, h, hi) if orientation == "horizontal" else (lo, 0, hi, w)
+    m = grounding_metrics(np.clip(d, 0, None), box, normalize=False)
+    return {"mosaic_io_ratio": float(m["io_ratio"]), "mosaic_wdp": float(m["wdp"])}
