@@ -244,3 +244,12 @@ def test_mosaic_grounding_uses_positive_half_as_box():
         mosaic_grounding(d, 8, "horizontal")
     with pytest.raises(ValueError, match="orientation"):
         mosaic_grounding(d, 4, "diagonal")
+
+
+def test_docstring_examples():
+    import doctest
+
+    from countboard.metrics import grounding
+
+    result = doctest.testmod(grounding, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 5 and result.failed == 0

@@ -88,7 +88,7 @@ def distance_map(box: tuple[int, int, int, int], shape: tuple[int, int]) -> np.n
 
     Example:
         >>> distance_map((1, 1, 2, 2), (3, 3)).tolist()
-        [[1, 1, 1], [1, -1, 0], [1, 0, 0]]
+        [[1, 1, 1], [1, 0, 0], [1, 0, 0]]
     """
     y0, x0, y1, x1 = box
     i = np.arange(shape[0])[:, None]
