@@ -52,6 +52,7 @@ def test_density_maps_have_image_size_and_integer_mass(counter, make_items):
     assert [m.shape for m in maps] == [it.size for it in items]
     assert all(m.dtype == np.float32 for m in maps)
     counts = np.array([m.sum() for m in maps])
+    assert counts.sum() > 0
     np.testing.assert_array_equal(counts, np.round(counts))
 
 
