@@ -1,0 +1,57 @@
+"""Path-safe access to a run's local artifacts (no mlflow import: the leaderboard uses it)."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlparse
+
+from countboard.errors import CountboardError
+
+
+class ArtifactPathError(CountboardError):
+    """An artifact path would leave the run's artifact directory, or the artifacts are not local."""
+
+
+def artifact_root(artifact_uri: str) -> Path:
+    """The local directory of ``artifact_uri`` (``file://…`` or a plain path).
+
+    Example:
+        >>> artifact_root("file:///store/artifacts/1/abc/artifacts")
+        PosixPath('/store/artifacts/1/abc/artifacts')
+    """
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise ArtifactPathError(f"artifact URI {artifact_uri!r} names host {parsed.netloc!r}; only local "
+                                    "artifacts can be read by the leaderboard")
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "" and artifact_uri.startswith("/"):
+        return Path(artifact_uri)
+    raise ArtifactPathError(f"artifacts at {artifact_uri!r} are not on this machine; the leaderboard reads "
+                            "local stores only (run it where the store's artifacts are, e.g. beside mlruns/)")
+
+
+def resolve_artifact(artifact_uri: str, rel_path: str) -> Path:
+    """The local file of artifact ``rel_path`` of the run whose artifacts live at ``artifact_uri``.
+
+    ``rel_path`` must be relative, without ``..`` parts, and must still lie inside the artifact directory once
+    symbolic links are resolved.
+
+    Example:
+        >>> resolve_artifact("file:///store/a/artifacts", "tables/x.parquet")
+        PosixPath('/store/a/artifacts/tables/x.parquet')
+        >>> resolve_artifact("file:///store/a/artifacts", "../../etc/passwd")
+        Traceback (most recent call last):
+        ...
+        countboard.index.artifacts.ArtifactPathError: artifact path '../../etc/passwd' ...
+    """
+    rel = PurePosixPath(rel_path)
+    if not rel_path or "\x00" in rel_path or rel.is_absolute() or ".." in rel.parts or "\\" in rel_path:
+        raise ArtifactPathError(f"artifact path {rel_path!r} must be a relative path inside the run's artifacts "
+                                "(no '..', no leading '/')")
+    root = artifact_root(artifact_uri).resolve()
+    target = (root / rel).resolve()
+    if not target.is_relative_to(root):
+        raise ArtifactPathError(f"artifact path {rel_path!r} resolves to {target}, outside the run's artifact "
+                                f"directory {root}")
+    return target

@@ -1,0 +1,321 @@
+"""Build or update the DuckDB run index of an MLflow store.
+
+Each call lists the store's active runs page by page, compares every run's fingerprint with the one stored in the
+index, and fetches metric histories and artifact listings only for runs that changed (and, within them, only for
+metrics whose latest point moved). Runs that left the store leave the index. The update is written to a copy of
+the index file that replaces the original in one rename, so a reader (the leaderboard) sees either the old or the
+new index, never a half-written one; a lock file keeps two builders from racing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from countboard.errors import TrackingStoreError
+from countboard.index import ddl, source
+from countboard.index.source import MetricPoint, RunSnapshot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IndexStats:
+    """What one ``build_index`` call did."""
+
+    db_path: Path
+    runs: int = 0
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    histories_fetched: int = 0
+    rebuilt: bool = False
+    written: bool = False
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        what = "rebuilt" if self.rebuilt else ("updated" if self.written else "unchanged")
+        return (f"index {what}: {self.runs} runs ({self.added} added, {self.updated} updated, {self.removed} removed,"
+                f" {self.histories_fetched} metric histories read) in {self.seconds:.1f}s -> {self.db_path}")
+
+
+@dataclass
+class _Previous:
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    running: set[str] = field(default_factory=set)
+    latest: dict[tuple[str, str], MetricPoint] = field(default_factory=dict)
+    schema_hash: str = ""
+
+
+def _schema_hash() -> str:
+    from countboard.schema import load_schema
+
+    s = load_schema()
+    doc = {"m": sorted((k, vars(v)) for k, v in s.metrics.items()),
+           "f": sorted((k, vars(v)) for k, v in s.families.items())}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _read_previous(db_path: Path, store_uri: str) -> _Previous | None:
+    """State of an existing index, or None when it must be rebuilt (absent, other version, other store)."""
+    if not db_path.exists():
+        return None
+    try:
+        con = duckdb.connect(str(db_path), read_only=True)
+    except duckdb.Error as exc:
+        log.warning("index %s cannot be opened (%s); rebuilding it", db_path, exc)
+        return None
+    try:
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("schema_version") != str(ddl.SCHEMA_VERSION) or meta.get("store_uri") != store_uri:
+            log.info("index %s has schema %s of store %s; rebuilding for schema %s of %s", db_path,
+                     meta.get("schema_version"), meta.get("store_uri"), ddl.SCHEMA_VERSION, store_uri)
+            return None
+        prev = _Previous(schema_hash=meta.get("schema_hash", ""))
+        for run_id, fp, status in con.execute("SELECT run_id, fingerprint, status FROM runs").fetchall():
+            prev.fingerprints[run_id] = fp
+            if status == "RUNNING":
+                prev.running.add(run_id)
+        rows = con.execute("SELECT run_id, key, value, step, epoch_ms(timestamp) FROM metrics").fetchall()
+        prev.latest = {(r, k): MetricPoint(v, s, t) for r, k, v, s, t in rows}
+        return prev
+    except duckdb.Error as exc:
+        log.warning("index %s is not readable as schema %s (%s); rebuilding it", db_path, ddl.SCHEMA_VERSION, exc)
+        return None
+    finally:
+        con.close()
+
+
+@contextlib.contextmanager
+def _lock(db_path: Path):
+    with open(f"{db_path}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _client(store_uri: str):
+    from mlflow.tracking import MlflowClient
+
+    try:
+        client = MlflowClient(tracking_uri=store_uri)
+        client.search_experiments(max_results=1)
+    except Exception as exc:
+        raise TrackingStoreError(
+            f"cannot read the MLflow store {store_uri!r}: {type(exc).__name__}: {str(exc)[:300]}. "
+            "Pass the store with --store (sqlite:///path/mlflow.db, a store directory, or http://host:port)."
+        ) from exc
+    return client
+
+
+def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = False, client=None) -> IndexStats:
+    """Bring the index at ``db_path`` up to date with the store at ``store_uri``.
+
+    Args:
+        store_uri: MLflow tracking URI.
+        db_path: The DuckDB file (created if missing).
+        full: Ignore the existing index and rebuild it from the store.
+        client: An ``MlflowClient`` to use instead of one built from ``store_uri``.
+
+    Returns:
+        What was done, with counts.
+    """
+    t0 = time.perf_counter()
+    db_path = Path(db_path).expanduser().resolve()
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    stats = IndexStats(db_path=db_path)
+    client = client or _client(store_uri)
+    with _lock(db_path):
+        prev = None if full else _read_previous(db_path, store_uri)
+        stats.rebuilt = prev is None
+        prev = prev or _Previous()
+        experiments = source.list_experiments(client)
+        current = source.list_runs(client, [e.experiment_id for e in experiments])
+        changed = [r for r in current.values()
+                   if prev.fingerprints.get(r.run_id) != r.fingerprint or r.run_id in prev.running
+                   or r.status == "RUNNING"]
+        missing = [rid for rid in prev.fingerprints if rid not in current]
+        removed = [rid for rid in missing if source.is_gone(client, rid)]
+        stats.runs = len(current)
+        stats.added = sum(r.run_id not in prev.fingerprints for r in changed)
+        stats.updated = len(changed) - stats.added
+        stats.removed = len(removed)
+        schema_hash = _schema_hash()
+        if not (changed or removed or stats.rebuilt or schema_hash != prev.schema_hash):
+            stats.seconds = time.perf_counter() - t0
+            return stats
+        frames = _details(client, changed, prev, stats)
+        _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames, incremental=not stats.rebuilt)
+        stats.written = True
+    stats.seconds = time.perf_counter() - t0
+    return stats
+
+
+def _ms(values) -> pd.Series:
+    return pd.to_datetime(pd.Series(values, dtype="Int64"), unit="ms")
+
+
+def _points_frame(rows: list[tuple[str, str, MetricPoint]]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "run_id": pd.Series([r for r, _, _ in rows], dtype=object),
+        "key": pd.Series([k for _, k, _ in rows], dtype=object),
+        "value": pd.Series([p.value for _, _, p in rows], dtype="float64"),
+        "step": pd.Series([p.step for _, _, p in rows], dtype="int64"),
+        "timestamp": _ms([p.timestamp for _, _, p in rows]),
+    })
+
+
+def _details(client, changed: list[RunSnapshot], prev: _Previous, stats: IndexStats) -> dict[str, pd.DataFrame]:
+    """Rows of every per-run table for the changed runs (histories only for metrics that moved)."""
+    runs = pd.DataFrame([r.row() for r in changed], columns=ddl.columns("runs"))
+    kv = {name: pd.DataFrame([(r.run_id, k, v) for r in changed for k, v in getattr(r, name).items()],
+                             columns=["run_id", "key", "value"], dtype=object) for name in ("params", "tags")}
+    latest = [(r.run_id, k, p) for r in changed for k, p in r.metrics.items()]
+    history, refetch, artifacts, unlisted = [], [], [], set()
+    for run in changed:
+        for key, point in run.metrics.items():
+            if prev.latest.get((run.run_id, key)) != point or run.status == "RUNNING" or run.run_id in prev.running:
+                refetch.append((run.run_id, key))
+                history.extend((run.run_id, key, p) for p in source.metric_history(client, run.run_id, key))
+        try:
+            artifacts.extend((run.run_id, *a) for a in source.list_artifacts(run.artifact_uri))
+        except Exception as exc:  # an unreachable artifact store must not stop the index
+            msg = f"artifacts of run {run.run_id} at {run.artifact_uri} not listed: {exc}"
+            log.warning(msg)
+            stats.warnings.append(msg)
+            unlisted.add(run.run_id)
+    # An empty fingerprint never matches, so the next index retries the runs whose artifacts were not listed.
+    runs.loc[runs["run_id"].isin(unlisted), "fingerprint"] = ""
+    runs["start_time"] = _ms(runs["start_time"])
+    runs["end_time"] = _ms(runs["end_time"])
+    stats.histories_fetched = len(refetch)
+    return {
+        "runs": runs, **kv, "metrics": _points_frame(latest), "metric_history": _points_frame(history),
+        "refetch": pd.DataFrame(refetch, columns=["run_id", "key"], dtype=object),
+        "artifacts": pd.DataFrame(artifacts, columns=["run_id", "path", "is_dir", "file_size"]).astype(
+            {"run_id": object, "path": object, "is_dir": bool, "file_size": "Int64"}),
+    }
+
+
+def _write(db_path: Path, store_uri: str, schema_hash: str, experiments: list, changed: list[RunSnapshot],
+           removed: list[str], frames: dict[str, pd.DataFrame], *, incremental: bool) -> None:
+    """Apply the changes to a copy of the index in one transaction, then swap the copy in."""
+    tmp = db_path.with_name(f"{db_path.name}.tmp-{os.getpid()}")
+    _remove(tmp)
+    if incremental:
+        shutil.copyfile(db_path, tmp)
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            for stmt in ddl.create_tables_sql():
+                con.execute(stmt)
+            con.execute("BEGIN TRANSACTION")
+            _apply(con, store_uri, schema_hash, experiments, changed, removed, frames)
+            con.execute("COMMIT")
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, db_path)
+    finally:
+        _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    for p in (path, Path(f"{path}.wal")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def _apply(con, store_uri: str, schema_hash: str, experiments: list, changed: list[RunSnapshot],
+           removed: list[str], frames: dict[str, pd.DataFrame]) -> None:
+    stale = pd.DataFrame({"run_id": pd.Series([r.run_id for r in changed] + list(removed), dtype=object)})
+    gone = pd.DataFrame({"run_id": pd.Series(list(removed), dtype=object)})
+    con.register("stale_runs", stale)
+    con.register("gone_runs", gone)
+    con.register("refetch_keys", frames["refetch"])
+    for table in ddl.PER_RUN_TABLES:
+        if table == "metric_history":
+            con.execute("DELETE FROM metric_history WHERE run_id IN (SELECT run_id FROM gone_runs)")
+            con.execute("DELETE FROM metric_history h USING refetch_keys f WHERE h.run_id = f.run_id AND h.key = f.key")
+        else:
+            con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM stale_runs)")
+        con.register("new_rows", frames[table])
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM new_rows")
+        con.unregister("new_rows")
+    for name in ("stale_runs", "gone_runs", "refetch_keys"):
+        con.unregister(name)
+    exps = pd.DataFrame([(str(e.experiment_id), e.name, e.artifact_location, e.lifecycle_stage) for e in experiments],
+                        columns=ddl.columns("experiments"), dtype=object)
+    _replace(con, "experiments", exps)
+    _write_schema(con)
+    _write_views(con)
+    meta = pd.DataFrame({"key": ["schema_version", "store_uri", "schema_hash", "indexed_at"],
+                         "value": [str(ddl.SCHEMA_VERSION), store_uri, schema_hash,
+                                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())]}, dtype=object)
+    _replace(con, "meta", meta)
+
+
+def _replace(con, table: str, frame: pd.DataFrame) -> None:
+    con.execute(f"DELETE FROM {table}")
+    con.register("new_rows", frame)
+    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM new_rows")
+    con.unregister("new_rows")
+
+
+def _write_schema(con) -> None:
+    from countboard.schema import load_schema
+
+    s = load_schema()
+    metrics = pd.DataFrame([(m.key, m.display, m.higher_is_better, m.family, m.fmt, m.description)
+                            for m in s.metrics.values()], columns=ddl.columns("metric_info"))
+    families = pd.DataFrame([(f.key, f.display, f.main_metric, f.description) for f in s.families.values()],
+                            columns=ddl.columns("family_info"))
+    _replace(con, "metric_info", metrics.astype({"higher_is_better": "boolean"}))
+    _replace(con, "family_info", families)
+
+
+def _write_views(con) -> None:
+    """One view per family: the schema's families and any family a run is tagged with."""
+    from countboard.schema import load_schema
+
+    s = load_schema()
+    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
+        con.execute(f"DROP VIEW IF EXISTS {ddl.quote_identifier(name)}")
+    tagged = [f for (f,) in con.execute("SELECT DISTINCT family FROM runs WHERE family IS NOT NULL ORDER BY 1")
+              .fetchall()]
+    present = con.execute("SELECT DISTINCT r.family, m.key FROM metrics m JOIN runs r USING (run_id) "
+                          "WHERE r.family IS NOT NULL ORDER BY 2").fetchall()
+    engine_keys = [m.key for m in s.metrics.values() if m.family == "engine"]
+    for family in dict.fromkeys([*s.families, *tagged]):
+        keys = [m.key for m in s.family_metrics(family)] + engine_keys + [k for f, k in present if f == family]
+        usable = [k for k in dict.fromkeys(keys) if _usable(k, family)]
+        if family == "engine":
+            continue
+        try:
+            con.execute(ddl.family_view_sql(family, usable))
+        except ValueError as exc:
+            log.warning("no view for family %r: %s", family, exc)
+
+
+def _usable(key: str, family: str) -> bool:
+    try:
+        ddl.quote_identifier(key)
+    except ValueError:
+        log.warning("metric %r is not snake_case: left out of the view of family %r (it stays in `metrics`)",
+                    key, family)
+        return False
+    return True

@@ -1,0 +1,82 @@
+"""``countboard index`` (build or update the DuckDB index) and ``countboard leaderboard`` (serve it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from countboard.errors import ConfigError
+
+UI_ENV = "COUNTBOARD_MLFLOW_UI"
+DEFAULT_UI = "http://127.0.0.1:5000"
+
+
+def _add_store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None,
+                   help="MLflow store: a URI, a store directory or its mlflow.db (default: $MLFLOW_TRACKING_URI, "
+                        "else ./mlruns)")
+    p.add_argument("--db", default=None, type=Path,
+                   help="DuckDB index file (default: $COUNTBOARD_INDEX_DB, else index.duckdb beside a local store)")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("index", help="build or update the DuckDB index of an MLflow store",
+                              description="Index the store's runs, params, tags, metrics and artifacts into DuckDB. "
+                                          "Only runs changed since the last call are read again.")
+    _add_store_args(p)
+    p.add_argument("--full", action="store_true", help="rebuild the index from scratch")
+    p.set_defaults(func=run_index)
+
+    p = subparsers.add_parser("leaderboard", help="serve the Streamlit leaderboard over the index",
+                              description="Start the leaderboard (Streamlit) reading the DuckDB index read-only.")
+    _add_store_args(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--mlflow-ui", default=None,
+                   help=f"base URL of the MLflow UI for run links (default: ${UI_ENV}, else {DEFAULT_UI})")
+    p.add_argument("--no-index", action="store_true", help="do not update the index before starting")
+    p.set_defaults(func=run_leaderboard)
+
+
+def _paths(args) -> tuple[str, Path]:
+    from countboard.index.locate import default_db_path, resolve_store_uri
+
+    uri = resolve_store_uri(args.store)
+    return uri, (args.db.expanduser().resolve() if args.db else default_db_path(uri))
+
+
+def run_index(args) -> int:
+    from countboard.index.builder import build_index
+
+    uri, db = _paths(args)
+    stats = build_index(uri, db, full=args.full)
+    print(stats.summary())
+    for w in stats.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
+def leaderboard_command(db: Path, host: str, port: int) -> list[str]:
+    """The ``streamlit run`` command line of the leaderboard."""
+    from countboard.paths import leaderboard_dir
+
+    return [sys.executable, "-m", "streamlit", "run", str(leaderboard_dir() / "app.py"),
+            "--server.address", host, "--server.port", str(port), "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", "--", "--db", str(db)]
+
+
+def run_leaderboard(args) -> int:
+    uri, db = _paths(args)
+    if not args.no_index:
+        run_index(argparse.Namespace(store=uri, db=db, full=False))
+    elif not db.exists():
+        raise ConfigError(f"no index at {db}; run `countboard index --store {uri} --db {db}` first "
+                          "(or drop --no-index)")
+    env = dict(os.environ)
+    env["COUNTBOARD_INDEX_DB"] = str(db)
+    env[UI_ENV] = args.mlflow_ui or env.get(UI_ENV) or DEFAULT_UI
+    print(f"leaderboard on http://{args.host}:{args.port} (index {db})")
+    return subprocess.call(leaderboard_command(db, args.host, args.port), env=env)

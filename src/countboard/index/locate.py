@@ -1,0 +1,46 @@
+"""Where the store and its index are, from what the user typed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+DB_NAME = "index.duckdb"
+DB_ENV = "COUNTBOARD_INDEX_DB"
+
+
+def resolve_store_uri(store: str | None = None) -> str:
+    """A tracking URI from ``--store``: a URI as given, a store directory or ``.db`` file as SQLite.
+
+    Without ``store``: ``MLFLOW_TRACKING_URI``, else the default local store ``./mlruns/mlflow.db``.
+
+    Example:
+        >>> resolve_store_uri("/tmp/store")
+        'sqlite:////tmp/store/mlflow.db'
+    """
+    store = store or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
+    if "://" in store:
+        return store
+    path = Path(store).expanduser().resolve()
+    if path.suffix != ".db":
+        path = path / "mlflow.db"
+    return f"sqlite:///{path}"
+
+
+def local_store_dir(store_uri: str) -> Path | None:
+    """The directory of a SQLite or file store, None for a remote one."""
+    parsed = urlparse(store_uri)
+    if parsed.scheme == "sqlite":
+        return Path(unquote(store_uri[len("sqlite:///"):])).parent
+    if parsed.scheme in ("file", ""):
+        return Path(unquote(parsed.path))
+    return None
+
+
+def default_db_path(store_uri: str) -> Path:
+    """``$COUNTBOARD_INDEX_DB``, else ``index.duckdb`` beside a local store, else in the working directory."""
+    if os.environ.get(DB_ENV):
+        return Path(os.environ[DB_ENV]).expanduser().resolve()
+    store_dir = local_store_dir(store_uri)
+    return (store_dir if store_dir is not None else Path.cwd()) / DB_NAME

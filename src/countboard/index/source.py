@@ -1,0 +1,139 @@
+"""Reading an MLflow store page by page through ``MlflowClient``, for the index builder."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 1000
+_EXPERIMENT_BATCH = 100
+PARENT_TAG = "mlflow.parentRunId"
+ROLE_TAG = "countboard.role"
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    value: float
+    step: int
+    timestamp: int
+
+
+@dataclass
+class RunSnapshot:
+    """What one page of ``search_runs`` says about a run: info, tags, params and latest metrics."""
+
+    run_id: str
+    experiment_id: str
+    run_name: str
+    status: str
+    user_id: str
+    start_time: int | None
+    end_time: int | None
+    lifecycle_stage: str
+    artifact_uri: str
+    tags: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, MetricPoint] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the status, end time, name, a tag, a param or a latest metric changes."""
+        h = hashlib.sha256()
+        for part in (self.status, self.end_time, self.run_name, self.lifecycle_stage, self.artifact_uri,
+                     sorted(self.tags.items()), sorted(self.params.items()),
+                     sorted((k, p.value, p.step, p.timestamp) for k, p in self.metrics.items())):
+            h.update(repr(part).encode())
+            h.update(b"\x00")
+        return h.hexdigest()[:32]
+
+    def row(self) -> dict:
+        """The ``runs`` row, with the run conventions' tags lifted into columns."""
+        t = self.tags
+        return {
+            "run_id": self.run_id, "experiment_id": self.experiment_id, "run_name": self.run_name,
+            "status": self.status, "user_id": self.user_id, "start_time": self.start_time,
+            "end_time": self.end_time, "lifecycle_stage": self.lifecycle_stage, "artifact_uri": self.artifact_uri,
+            "parent_run_id": t.get(PARENT_TAG), "is_sweep": t.get(ROLE_TAG) == "sweep",
+            "family": t.get("family"), "model": t.get("model"), "dataset": t.get("dataset"),
+            "split": t.get("split") or self.params.get("dataset.split"), "task": t.get("task"),
+            "model_kind": t.get("model_kind"), "config_hash": t.get("config_hash"),
+            "git_commit": t.get("git_commit"), "fingerprint": self.fingerprint,
+        }
+
+
+def list_experiments(client) -> list:
+    """Every active experiment, all pages."""
+    out, token = [], None
+    while True:
+        page = client.search_experiments(max_results=PAGE_SIZE, page_token=token)
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def _snapshot(run) -> RunSnapshot:
+    info, data = run.info, run.data
+    metrics = {m.key: MetricPoint(float(m.value), int(m.step), int(m.timestamp)) for m in data._metric_objs}
+    return RunSnapshot(run_id=info.run_id, experiment_id=str(info.experiment_id), run_name=info.run_name or "",
+                       status=info.status, user_id=info.user_id or "", start_time=info.start_time,
+                       end_time=info.end_time, lifecycle_stage=info.lifecycle_stage,
+                       artifact_uri=info.artifact_uri or "", tags=dict(data.tags), params=dict(data.params),
+                       metrics=metrics)
+
+
+def list_runs(client, experiment_ids: list[str]) -> dict[str, RunSnapshot]:
+    """Every active run of ``experiment_ids``, read ``PAGE_SIZE`` at a time.
+
+    Pages are ordered by start time, oldest first, so runs a sweep creates while we read land on later pages
+    instead of shifting earlier ones.
+    """
+    runs: dict[str, RunSnapshot] = {}
+    for i in range(0, len(experiment_ids), _EXPERIMENT_BATCH):
+        batch, token = experiment_ids[i:i + _EXPERIMENT_BATCH], None
+        while True:
+            page = client.search_runs(batch, max_results=PAGE_SIZE, page_token=token,
+                                      order_by=["attributes.start_time ASC", "attributes.run_id ASC"])
+            for run in page:
+                runs[run.info.run_id] = _snapshot(run)
+            token = page.token
+            if not token:
+                break
+    return runs
+
+
+def is_gone(client, run_id: str) -> bool:
+    """True if the run was deleted (or its experiment was), False if it is still active."""
+    try:
+        run = client.get_run(run_id)
+    except Exception as exc:  # MlflowException RESOURCE_DOES_NOT_EXIST after `mlflow gc`
+        if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")) or "not found" in str(exc).lower():
+            return True
+        raise
+    if run.info.lifecycle_stage != "active":
+        return True
+    exp = client.get_experiment(run.info.experiment_id)
+    return exp is None or exp.lifecycle_stage != "active"
+
+
+def metric_history(client, run_id: str, key: str) -> list[MetricPoint]:
+    return [MetricPoint(float(m.value), int(m.step), int(m.timestamp))
+            for m in client.get_metric_history(run_id, key)]
+
+
+def list_artifacts(artifact_uri: str) -> list[tuple[str, bool, int | None]]:
+    """``(path, is_dir, file_size)`` of every artifact under ``artifact_uri``, directories included."""
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    repo = get_artifact_repository(artifact_uri)
+    out: list[tuple[str, bool, int | None]] = []
+    pending: list[str | None] = [None]
+    while pending:
+        for info in repo.list_artifacts(pending.pop()):
+            out.append((info.path, bool(info.is_dir), info.file_size))
+            if info.is_dir:
+                pending.append(info.path)
+    return sorted(out)

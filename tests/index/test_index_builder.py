@@ -1,0 +1,158 @@
+"""The index against the store it was built from: contents, incremental updates, deletions, rebuilds."""
+
+from __future__ import annotations
+
+import shutil
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+
+from countboard.index import build_index, ddl
+
+
+def _q(db, sql, params=None) -> pd.DataFrame:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql, params or []).df()
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def store(small_store, tmp_path):
+    """A private copy of the module's store, so tests may change it."""
+    shutil.copytree(small_store.store_dir, tmp_path / "s")
+    old = str(small_store.store_dir)
+    uri = small_store.uri.replace(old, str(tmp_path / "s"))
+    con = __import__("sqlite3").connect(tmp_path / "s" / "mlflow.db")
+    con.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, str(tmp_path / "s")))
+    con.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, str(tmp_path / "s")))
+    con.commit()
+    con.close()
+    return small_store, uri, tmp_path / "s" / "index.duckdb"
+
+
+def test_tables_match_the_store(store):
+    s, uri, db = store
+    stats = build_index(uri, db)
+    assert stats.rebuilt and stats.written
+    client = MlflowClient(tracking_uri=uri)
+    assert stats.runs == len(s.run_ids) + len(s.sweep_run_ids)
+    runs = _q(db, "SELECT * FROM runs")
+    assert set(runs.run_id) == set(s.run_ids) | set(s.sweep_run_ids)
+    assert runs.set_index("run_id").loc[s.sweep_run_ids, "is_sweep"].all()
+    for run_id in s.run_ids[:3]:
+        run = client.get_run(run_id)
+        tags = _q(db, "SELECT key, value FROM tags WHERE run_id = ?", [run_id])
+        assert dict(zip(tags.key, tags.value, strict=True)) == run.data.tags
+        params = _q(db, "SELECT key, value FROM params WHERE run_id = ?", [run_id])
+        assert dict(zip(params.key, params.value, strict=True)) == run.data.params
+        latest = _q(db, "SELECT key, value FROM metrics WHERE run_id = ?", [run_id])
+        assert dict(zip(latest.key, latest.value, strict=True)) == pytest.approx(run.data.metrics)
+        hist = _q(db, "SELECT key, step, value FROM metric_history WHERE run_id = ? ORDER BY key, step", [run_id])
+        expected = sorted((k, m.step, m.value) for k in run.data.metrics for m in client.get_metric_history(run_id, k))
+        assert [tuple(r) for r in hist.itertuples(index=False)] == expected
+        arts = _q(db, "SELECT path FROM artifacts WHERE run_id = ? AND NOT is_dir ORDER BY path", [run_id])
+        listed = sorted(f.path for d in [None, *[a.path for a in client.list_artifacts(run_id) if a.is_dir]]
+                        for f in client.list_artifacts(run_id, d) if not f.is_dir)
+        assert list(arts.path) == listed
+
+
+def test_family_view_has_one_column_per_metric(store):
+    s, uri, db = store
+    build_index(uri, db)
+    view = _q(db, "SELECT * FROM counters").set_index("run_id").sort_index()
+    expected = s.values[s.values.family == "counters"].set_index("run_id").sort_index()
+    assert list(view.index) == list(expected.index)
+    for key in ("cnt_f1", "mae", "n_samples"):
+        np.testing.assert_allclose(view[key].to_numpy(), expected[key].to_numpy())
+    assert set(_q(db, "SELECT model FROM grounding").model) == {"vlm_a", "vlm_b"}
+
+
+def test_second_call_changes_nothing(store):
+    s, uri, db = store
+    build_index(uri, db)
+    before = db.stat().st_mtime_ns
+    stats = build_index(uri, db)
+    assert not stats.written and stats.added == stats.updated == stats.removed == 0
+    assert db.stat().st_mtime_ns == before
+
+
+def test_incremental_update_reads_only_changed_runs(store):
+    s, uri, db = store
+    build_index(uri, db)
+    client = MlflowClient(tracking_uri=uri)
+    changed = s.run_ids[0]
+    client.log_batch(changed, metrics=[Metric("cnt_f1", 0.123, 10**13, 5)])
+    new = client.create_run(s.experiment_id, tags={"family": "counters", "model": "delta", "dataset": "carpk"})
+    client.log_batch(new.info.run_id, metrics=[Metric("cnt_f1", 0.5, 10**13, 0)])
+    client.set_terminated(new.info.run_id)
+    stats = build_index(uri, db)
+    assert (stats.added, stats.updated, stats.removed) == (1, 1, 0)
+    assert stats.histories_fetched == 2  # the moved cnt_f1 of the changed run, the new run's one metric
+    hist = _q(db, "SELECT step, value FROM metric_history WHERE run_id = ? AND key = 'cnt_f1' ORDER BY step",
+              [changed])
+    assert list(hist.step) == [0, 1, 5] and hist.value.iloc[-1] == pytest.approx(0.123)
+    row = _q(db, "SELECT cnt_f1 FROM counters WHERE run_id = ?", [changed])
+    assert row.cnt_f1.iloc[0] == pytest.approx(0.123)
+    assert _q(db, "SELECT count(*) AS n FROM counters WHERE model = 'delta'").n.iloc[0] == 1
+
+
+def test_deleted_runs_and_experiments_leave_the_index(store):
+    s, uri, db = store
+    build_index(uri, db)
+    client = MlflowClient(tracking_uri=uri)
+    client.delete_run(s.run_ids[1])
+    stats = build_index(uri, db)
+    assert stats.removed == 1
+    for table in ddl.PER_RUN_TABLES:
+        assert _q(db, f"SELECT count(*) AS n FROM {table} WHERE run_id = ?", [s.run_ids[1]]).n.iloc[0] == 0
+    client.delete_experiment(s.experiment_id)
+    stats = build_index(uri, db)
+    assert stats.runs == 0 and _q(db, "SELECT count(*) AS n FROM runs").n.iloc[0] == 0
+
+
+def test_running_runs_stay_out_of_family_views(store):
+    s, uri, db = store
+    client = MlflowClient(tracking_uri=uri)
+    run = client.create_run(s.experiment_id, tags={"family": "counters", "model": "busy"})
+    client.log_batch(run.info.run_id, metrics=[Metric("cnt_f1", 0.99, 10**13, 0)])
+    build_index(uri, db)
+    assert _q(db, "SELECT status FROM runs WHERE run_id = ?", [run.info.run_id]).status.iloc[0] == "RUNNING"
+    assert _q(db, "SELECT count(*) AS n FROM counters WHERE model = 'busy'").n.iloc[0] == 0
+    client.set_terminated(run.info.run_id)
+    stats = build_index(uri, db)
+    assert stats.updated >= 1
+    assert _q(db, "SELECT count(*) AS n FROM counters WHERE model = 'busy'").n.iloc[0] == 1
+
+
+def test_other_schema_version_is_rebuilt(store):
+    s, uri, db = store
+    build_index(uri, db)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    con.execute("DELETE FROM params")
+    con.close()
+    stats = build_index(uri, db)
+    assert stats.rebuilt
+    assert _q(db, "SELECT value FROM meta WHERE key = 'schema_version'").value.iloc[0] == str(ddl.SCHEMA_VERSION)
+    assert _q(db, "SELECT count(*) AS n FROM params").n.iloc[0] > 0
+
+
+def test_readers_keep_a_consistent_snapshot(store):
+    s, uri, db = store
+    build_index(uri, db)
+    reader = duckdb.connect(str(db), read_only=True)  # a leaderboard holding the index open
+    n_before = reader.execute("SELECT count(*) FROM runs").fetchone()[0]
+    client = MlflowClient(tracking_uri=uri)
+    run = client.create_run(s.experiment_id, tags={"family": "counters", "model": "late"})
+    client.set_terminated(run.info.run_id)
+    stats = build_index(uri, db)  # must not be blocked by the reader's lock
+    assert stats.added == 1
+    assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == n_before
+    reader.close()
+    assert _q(db, "SELECT count(*) AS n FROM runs").n.iloc[0] == n_before + 1
