@@ -15,6 +15,7 @@ from countboard.errors import CountboardError
 
 _SUBCOMMANDS = [
     "countboard.tracking.commands",
+    "countboard.index.commands",
 ]
 
 
