@@ -12,10 +12,11 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from countboard.index import build_index, ddl
+from countboard.index.reader import connect_readonly
 
 
 def _q(db, sql, params=None) -> pd.DataFrame:
-    con = duckdb.connect(str(db), read_only=True)
+    con = connect_readonly(db)
     try:
         return con.execute(sql, params or []).df()
     finally:
@@ -146,7 +147,7 @@ def test_other_schema_version_is_rebuilt(store):
 def test_readers_keep_a_consistent_snapshot(store):
     s, uri, db = store
     build_index(uri, db)
-    reader = duckdb.connect(str(db), read_only=True)  # a leaderboard holding the index open
+    reader = connect_readonly(db)  # a leaderboard holding the index open
     n_before = reader.execute("SELECT count(*) FROM runs").fetchone()[0]
     client = MlflowClient(tracking_uri=uri)
     run = client.create_run(s.experiment_id, tags={"family": "counters", "model": "late"})
@@ -154,5 +155,5 @@ def test_readers_keep_a_consistent_snapshot(store):
     stats = build_index(uri, db)  # must not be blocked by the reader's lock
     assert stats.added == 1
     assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == n_before
+    assert _q(db, "SELECT count(*) AS n FROM runs").n.iloc[0] == n_before + 1  # while the reader is open
     reader.close()
-    assert _q(db, "SELECT count(*) AS n FROM runs").n.iloc[0] == n_before + 1

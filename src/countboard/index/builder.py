@@ -25,6 +25,7 @@ import pandas as pd
 
 from countboard.errors import TrackingStoreError
 from countboard.index import ddl, source
+from countboard.index.reader import connect_readonly
 from countboard.index.source import MetricPoint, RunSnapshot
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def _read_previous(db_path: Path, store_uri: str) -> _Previous | None:
     if not db_path.exists():
         return None
     try:
-        con = duckdb.connect(str(db_path), read_only=True)
+        con = connect_readonly(db_path)
     except duckdb.Error as exc:
         log.warning("index %s cannot be opened (%s); rebuilding it", db_path, exc)
         return None
