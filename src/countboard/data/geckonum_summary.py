@@ -1,0 +1,128 @@
+"""Metrics and tables of one generator on one GeckoNum task, from its scored units.
+
+Keys are those declared in ``countboard/schema/geckonum.yaml``. Accuracy is the mean over units (image-question
+pairs for Task 1, images for Tasks 2 and 3) with the standard error of the mean and a bootstrap 95% interval;
+Task 1 adds the paper's two controlled comparisons on ``numeric_simple`` prompts with numbers 1-4 (digits vs
+words, frequent vs rare nouns; chi-squared tests) and the number confusion matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from countboard.metrics.numeracy import accuracy_se, bootstrap_ci, chi2_accuracy_test, number_confusion
+
+#: Prompt numbers of the paper's controlled comparisons (Section 5.1, Tables A3-A4).
+SMALL_NUMBERS = (1, 2, 3, 4)
+
+
+@dataclass
+class Summary:
+    """What one (generator, task) run logs."""
+
+    metrics: dict[str, float]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def _accuracy_metrics(values: np.ndarray, n_boot: int, seed: int) -> dict[str, float]:
+    acc, se = accuracy_se(values)
+    lo, hi = bootstrap_ci(values, n_boot=n_boot, seed=seed)
+    return {
+        "numeracy_accuracy": acc,
+        "numeracy_accuracy_se": se,
+        "numeracy_accuracy_ci_low": lo,
+        "numeracy_accuracy_ci_high": hi,
+    }
+
+
+def accuracy_table(units: pd.DataFrame, by: str, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Accuracy, SE and bootstrap interval per value of column ``by`` (e.g. ``prompt_type``).
+
+    Example:
+        >>> units = pd.DataFrame({"prompt_type": ["a", "a", "b"], "correct": [1.0, 0.0, 1.0]})
+        >>> accuracy_table(units, "prompt_type")[["prompt_type", "n", "accuracy"]].values.tolist()
+        [['a', 2, 0.5], ['b', 1, 1.0]]
+    """
+    rows = []
+    for key, group in units.groupby(by, sort=True, observed=True):
+        values = group["correct"].to_numpy(dtype=np.float64)
+        acc, se = accuracy_se(values)
+        lo, hi = bootstrap_ci(values, n_boot=n_boot, seed=seed)
+        rows.append({by: key, "n": int(values.size), "accuracy": acc, "se": se, "ci_low": lo, "ci_high": hi})
+    return pd.DataFrame(rows, columns=[by, "n", "accuracy", "se", "ci_low", "ci_high"])
+
+
+def _comparison(units: pd.DataFrame, mask_a: pd.Series, mask_b: pd.Series, name: str) -> dict[str, float]:
+    res = chi2_accuracy_test(units.loc[mask_a, "correct"].to_numpy(), units.loc[mask_b, "correct"].to_numpy())
+    return {f"numeracy_{name}_chi2": res["chi2"], f"numeracy_{name}_p_value": res["p_value"]}
+
+
+def controlled_comparisons(units: pd.DataFrame) -> dict[str, float]:
+    """Digits vs words and frequent vs rare nouns on ``numeric_simple`` prompts with numbers 1-4 (Task 1 units).
+
+    Returns the accuracy of each group and the chi-squared statistic and p-value of each comparison; an empty
+    dict when there are no such prompts.
+    """
+    sub = units[(units["prompt_type"] == "numeric_simple") & units["target"].isin(SMALL_NUMBERS)]
+    if sub.empty:
+        return {}
+    words, frequent = sub["has_numeral"].astype(bool), sub["is_frequent"] == 1
+    rare = sub["is_frequent"] == 0
+    out = {
+        "numeracy_accuracy_digits": float(sub.loc[~words, "correct"].mean()),
+        "numeracy_accuracy_words": float(sub.loc[words, "correct"].mean()),
+        "numeracy_accuracy_frequent": float(sub.loc[frequent, "correct"].mean()),
+        "numeracy_accuracy_rare": float(sub.loc[rare, "correct"].mean()),
+    }
+    out |= _comparison(sub, ~words, words, "digits_words")
+    out |= _comparison(sub, frequent, rare, "frequent_rare")
+    return out
+
+
+def summarize_units(units: pd.DataFrame, task: int, n_boot: int = 2000, seed: int = 0) -> Summary:
+    """Metrics and tables of one generator's scored units of one task (``geckonum_scoring`` output)."""
+    values = units["correct"].to_numpy(dtype=np.float64)
+    metrics = _accuracy_metrics(values, n_boot, seed)
+    metrics["numeracy_n_units"] = float(len(units))
+    metrics["numeracy_n_images"] = float(units["image_id"].nunique())
+    metrics["numeracy_n_annotations"] = float(units["n_answers"].sum())
+    tables = {"accuracy_by_prompt_type": accuracy_table(units, "prompt_type", n_boot=n_boot, seed=seed)}
+    if task in (1, 2):
+        metrics["numeracy_tie_rate"] = float((units["n_modes"] > 1).mean())
+    if task == 1:
+        per_image = units.groupby("image_id", sort=False)["correct"].all()
+        metrics["numeracy_image_accuracy"] = float(per_image.mean())
+        metrics |= controlled_comparisons(units)
+        tables["accuracy_by_number"] = accuracy_table(units, "target", n_boot=n_boot, seed=seed)
+        simple = units[units["prompt_type"] == "numeric_simple"]
+        tables["number_confusion"] = number_confusion(simple["target"], simple["label"]).reset_index()
+    tables["units"] = units.reset_index(drop=True)
+    return Summary(metrics, tables)
+
+
+def confusion_figure(confusion: pd.DataFrame, title: str):
+    """A heatmap of ``number_confusion`` output (rows: prompt number; columns: answered count)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = confusion.set_index("prompt_number").drop(columns="n")
+    fig, ax = plt.subplots(figsize=(7, 5))
+    im = ax.imshow(data.to_numpy(), cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(data.shape[1]), data.columns)
+    ax.set_yticks(range(data.shape[0]), data.index)
+    ax.set_xlabel("answered count (mode of annotators)")
+    ax.set_ylabel("number in prompt")
+    ax.set_title(title)
+    for (i, j), v in np.ndenumerate(data.to_numpy()):
+        if v > 0:
+            ax.text(
+                j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="white" if v > 0.5 else "black"
+            )
+    fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    return fig

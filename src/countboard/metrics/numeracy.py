@@ -1,0 +1,194 @@
+"""Numeracy metrics for text-to-image generators, as in GeckoNum (Kajić et al., 2024).
+
+Pure functions over arrays and data frames:
+
+* ``mode_labels``: the label of each unit (image-question pair, image) as the mode of its annotators' answers,
+  with an explicit rule for ties;
+* ``accuracy_se``: mean and standard error of the mean (``s / sqrt(n)``, ``s`` with ``ddof=1``);
+* ``bootstrap_ci``: percentile bootstrap interval of the mean;
+* ``chi2_accuracy_test``: chi-squared test of equal accuracy in two groups (2x2 contingency table);
+* ``number_confusion``: row-normalised confusion of prompt numbers against answered counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+#: Tie rules of ``mode_labels``.
+TIE_RULES = ("lowest", "any", "none")
+
+
+def mode_labels(
+    frame: pd.DataFrame, keys: Sequence[str], value: str, target: str | None = None, ties: str = "lowest"
+) -> pd.DataFrame:
+    """Mode of ``value`` per group of ``keys``, and whether it equals ``target``.
+
+    Ties (several answers given equally often) are resolved by ``ties``:
+
+    * ``"lowest"``: the smallest tied answer is the label (``scipy.stats.mode``'s convention);
+    * ``"any"``: the unit is correct when the target is one of the tied answers (the label is the target then,
+      else the smallest tied answer);
+    * ``"none"``: a tied unit is never correct (the label is the smallest tied answer).
+
+    Args:
+        frame: One row per answer.
+        keys: Columns identifying a unit.
+        value: Numeric answer column (NaN rows are ignored).
+        target: Column with the unit's expected answer (constant within a unit); ``None`` to skip ``correct``.
+        ties: ``"lowest"``, ``"any"`` or ``"none"``.
+
+    Returns:
+        One row per unit: ``keys``, ``label``, ``n_answers``, ``n_modes`` (>1 means a tie), and with ``target``
+        also that column and ``correct`` (bool).
+
+    Example:
+        >>> df = pd.DataFrame({"u": [1, 1, 1, 1, 2, 2], "v": [3, 3, 2, 2, 1, 1], "t": [2, 2, 2, 2, 1, 1]})
+        >>> mode_labels(df, ["u"], "v", "t")[["u", "label", "n_modes", "correct"]].values.tolist()
+        [[1, 2.0, 2, True], [2, 1.0, 1, True]]
+        >>> mode_labels(df, ["u"], "v", "t", ties="none")["correct"].tolist()
+        [False, True]
+    """
+    if ties not in TIE_RULES:
+        raise ValueError(f"ties must be one of {TIE_RULES}, got {ties!r}")
+    keys = list(keys)
+    cols = keys + [value] + ([target] if target else [])
+    data = frame[cols].dropna(subset=[value])
+    counts = data.groupby(keys + [value], observed=True, sort=True).size().rename("_n").reset_index()
+    counts["_max"] = counts.groupby(keys, observed=True, sort=False)["_n"].transform("max")
+    counts["_total"] = counts.groupby(keys, observed=True, sort=False)["_n"].transform("sum")
+    top = counts[counts["_n"] == counts["_max"]]
+    grouped = top.groupby(keys, observed=True, sort=True)
+    out = grouped[value].agg(["min", "size"]).rename(columns={"min": "label", "size": "n_modes"})
+    out["n_answers"] = grouped["_total"].first()
+    out["label"] = out["label"].astype(float)
+    if target:
+        tgt = data.groupby(keys, observed=True, sort=True)[target].first()
+        out[target] = tgt
+        if ties == "any":
+            hit = top.merge(tgt.reset_index(), on=keys, how="left")
+            hit = (hit[value] == hit[target]).groupby([hit[k] for k in keys], observed=True, sort=True).any()
+            out["correct"] = hit.reindex(out.index).to_numpy()
+            out.loc[out["correct"], "label"] = out.loc[out["correct"], target].astype(float)
+        else:
+            out["correct"] = out["label"] == out[target]
+            if ties == "none":
+                out["correct"] &= out["n_modes"] == 1
+    return out.reset_index()
+
+
+def accuracy_se(values: np.ndarray | Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean, ``s / sqrt(n)`` with the sample standard deviation (``ddof=1``).
+
+    For 0/1 outcomes this is ``sqrt(p (1 - p) / (n - 1))``; it is NaN with fewer than two values.
+
+    Example:
+        >>> accuracy_se([1, 0, 1, 1])
+        (0.75, 0.25)
+    """
+    x = np.asarray(values, dtype=np.float64)
+    n = x.size
+    if n == 0:
+        return float("nan"), float("nan")
+    mean = float(x.mean())
+    se = float(x.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    return mean, se
+
+
+def bootstrap_ci(
+    values: np.ndarray | Sequence[float], n_boot: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (resampling units with replacement).
+
+    0/1 outcomes use the exact shortcut: the number of successes in a resample is ``Binomial(n, p)``.
+
+    Example:
+        >>> lo, hi = bootstrap_ci([1, 0, 1, 1, 0, 1, 1, 1], seed=0)
+        >>> 0.3 < lo < 0.75 < hi <= 1.0
+        True
+    """
+    x = np.asarray(values, dtype=np.float64)
+    n = x.size
+    if n == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    if np.isin(x, (0.0, 1.0)).all():
+        means = rng.binomial(n, x.mean(), size=n_boot) / n
+    else:
+        means = np.empty(n_boot)
+        chunk = max(1, 2_000_000 // n)
+        for start in range(0, n_boot, chunk):
+            stop = min(n_boot, start + chunk)
+            means[start:stop] = x[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def chi2_accuracy_test(
+    correct_a: np.ndarray, correct_b: np.ndarray, correction: bool = False
+) -> dict[str, float]:
+    """Chi-squared test that two groups have the same accuracy (2x2 table of right/wrong counts).
+
+    Args:
+        correct_a: 0/1 outcomes of group A.
+        correct_b: 0/1 outcomes of group B.
+        correction: Yates' continuity correction (off: GeckoNum's Tables A3-A4 are reproduced without it).
+
+    Returns:
+        ``chi2``, ``p_value``, ``acc_a``, ``acc_b`` and ``n`` (both groups). ``p_value`` is 1 (and ``chi2`` 0) when
+        a column of the table is empty (everyone right or everyone wrong).
+
+    Example:
+        >>> r = chi2_accuracy_test(np.array([1] * 60 + [0] * 40), np.array([1] * 40 + [0] * 60))
+        >>> round(r["chi2"], 2), round(r["p_value"], 4)
+        (8.0, 0.0047)
+    """
+    a = np.asarray(correct_a, dtype=bool)
+    b = np.asarray(correct_b, dtype=bool)
+    table = np.array([[a.sum(), (~a).sum()], [b.sum(), (~b).sum()]], dtype=np.float64)
+    acc_a = float(a.mean()) if a.size else float("nan")
+    acc_b = float(b.mean()) if b.size else float("nan")
+    if (table.sum(axis=0) == 0).any() or (table.sum(axis=1) == 0).any():
+        chi2, p = 0.0, 1.0
+    else:
+        res = stats.chi2_contingency(table, correction=correction)
+        chi2, p = float(res.statistic), float(res.pvalue)
+    return {"chi2": chi2, "p_value": p, "acc_a": acc_a, "acc_b": acc_b, "n": float(a.size + b.size)}
+
+
+def number_columns(max_number: int = 10) -> list[str]:
+    """Column names of ``number_confusion``: ``0`` … ``max_number``, ``10+`` and ``range`` (non-integer labels)."""
+    return [str(i) for i in range(max_number + 1)] + [f"{max_number}+", "range"]
+
+
+def number_confusion(
+    targets: np.ndarray | Sequence[float], labels: np.ndarray | Sequence[float], max_number: int = 10
+) -> pd.DataFrame:
+    """Row-normalised confusion matrix of prompt numbers (rows 1…``max_number``) against answered counts.
+
+    Columns are the answered counts 0…``max_number``, ``"10+"`` (more than ``max_number``) and ``"range"`` (a
+    non-integer label, i.e. a range like "2-3" won the vote), so each row with data sums to 1. Rows without data
+    are all zero; ``n`` holds the number of units per row.
+
+    Example:
+        >>> m = number_confusion([1, 1, 2, 2], [1, 2, 2, 11], max_number=2)
+        >>> m.loc[1, ["1", "2"]].tolist(), m.loc[2, ["2", "2+"]].tolist(), m["n"].tolist()
+        ([0.5, 0.5], [0.5, 0.5], [2, 2])
+    """
+    t = np.asarray(targets, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    cols = number_columns(max_number)
+    col = np.where(y > max_number, max_number + 1, np.where(y == np.round(y), y, max_number + 2))
+    keep = (t >= 1) & (t <= max_number) & (t == np.round(t)) & ~np.isnan(y)
+    counts = np.zeros((max_number, len(cols)))
+    np.add.at(counts, (t[keep].astype(int) - 1, col[keep].astype(int)), 1.0)
+    n = counts.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        norm = np.where(n[:, None] > 0, counts / np.maximum(n[:, None], 1), 0.0)
+    out = pd.DataFrame(norm, columns=cols, index=pd.Index(range(1, max_number + 1), name="prompt_number"))
+    out["n"] = n.astype(int)
+    return out
