@@ -125,6 +125,9 @@ class FSC147Dataset(ImageDataset):
         present = {self._class_of[i] for i in ids}
         listed = [c for c in split_classes.get(split, []) if c in present]
         self._classes = listed + sorted(present - set(listed))
+        self._by_class: dict[str, list[str]] = {c: [] for c in self._classes}
+        for i in ids:
+            self._by_class[self._class_of[i]].append(i)
         if check_files:
             self._check_images()
 
@@ -167,6 +170,9 @@ class FSC147Dataset(ImageDataset):
 
     def class_of(self, image_id: str) -> str:
         return self._class_of[image_id]
+
+    def images_of(self, class_name: str) -> list[str]:
+        return list(self._by_class.get(class_name, []))
 
     def count_of(self, image_id: str) -> int:
         return len(self._points(image_id)[self._class_of[image_id]])
