@@ -177,3 +177,40 @@ def test_gt_zero_is_left_out_and_counted(tmp_path, ctx):
 def test_classic(shapes, ctx):
     _, result = run(ClassicCounting(), ClassBlindCounter(), shapes, ctx)
     assert result.metrics == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": 0.0}
+
+
+@pytest.mark.slow
+def test_sweep_end_to_end(tmp_path):
+    from tests.conftest import run_sweep, store_runs
+
+    small = ["dataset.images_per_class={train:0,val:0,test:2}", "dataset.multi_class_images=0",
+             "dataset.image_size=[64,64]", "dataset.size_range=[6,10]", "dataset.count_range=[1,15]",
+             "dataset.n_classes=5"]
+    run_sweep(["-m", "model=oracle,class_blind", "dataset=synthetic_shapes", "task=praco_negative,praco_mosaic",
+               *small], tmp_path)
+    store = tmp_path / "mlruns"
+    cells = store_runs(store)
+    cells = cells[cells["tags.countboard.role"] == "cell"].set_index(["tags.model", "tags.task"])
+    assert len(cells) == 4 and set(cells["status"]) == {"FINISHED"}
+    assert set(cells["tags.family"]) == {"counters"}
+    schema = load_schema()
+    negative_keys = ["nmn", "pccn", "mae", "rmse", "mape", "n_gt_zero", "mean_negative_count"]
+    mosaic_keys = [m.key for m in schema.family_metrics("counters") if m.key.startswith(("cnt_", "loc_", "count_"))]
+    assert len(mosaic_keys) == 4 + 18 + 2
+    for model in ("oracle", "class_blind"):
+        for key in negative_keys:
+            assert not np.isnan(cells.loc[(model, "praco_negative"), f"metrics.{key}"]), (model, key)
+        for key in mosaic_keys:
+            assert not np.isnan(cells.loc[(model, "praco_mosaic"), f"metrics.{key}"]), (model, key)
+    oracle_neg, blind_neg = cells.loc[("oracle", "praco_negative")], cells.loc[("class_blind", "praco_negative")]
+    assert (oracle_neg["metrics.nmn"], oracle_neg["metrics.pccn"]) == (0.0, 100.0)
+    assert blind_neg["metrics.nmn"] == pytest.approx(1.0)
+    oracle_mos = cells.loc[("oracle", "praco_mosaic")]
+    assert [oracle_mos[f"metrics.cnt_{k}"] for k in ("precision", "recall", "f1")] == [1.0, 1.0, 1.0]
+    assert cells.loc[("class_blind", "praco_mosaic"), "metrics.cnt_precision"] < 1.0
+    assert cells.loc[("oracle", "praco_mosaic"), "metrics.n_samples"] == 10 * 4
+    art = next(store.glob(f"artifacts/*/{oracle_mos['run_id']}/artifacts"))
+    pairs = pd.read_parquet(art / "tables" / "mosaic_pairs.parquet")
+    assert len(pairs) == 40 and (art / "figures" / "mosaic_samples.png").is_file()
+    neg_art = next(store.glob(f"artifacts/*/{oracle_neg['run_id']}/artifacts"))
+    assert pd.read_parquet(neg_art / "tables" / "negative_matrix.parquet").shape == (10, 3 + 5)

@@ -39,6 +39,8 @@ SHAPE_CLASSES: dict[str, tuple[str, tuple[int, int, int]]] = {
     "black pentagons": ("pentagon", (30, 30, 30)),
 }
 CONFIG_FILE = "synthetic_shapes.json"
+#: Bumped whenever the same settings would render different data; stored with the data.
+GENERATOR_VERSION = 2
 
 
 def _regular(n: int, r: float, rot: float, c: float) -> list[tuple[float, float]]:
@@ -112,8 +114,8 @@ def draw_objects(canvas: np.ndarray, class_name: str, centers: np.ndarray, diame
     for k, ((x, y), d) in enumerate(zip(centers, diam, strict=True)):
         d_int = max(int(round(d)), 3)
         rot = float(rng.uniform(0, 2 * math.pi)) if rng is not None else -math.pi / 2
-        jitter = rng.integers(-18, 19, size=3) if rng is not None else np.zeros(3, int)
-        fill = tuple(int(v) for v in np.clip(np.array(colour) + jitter, 0, 255))
+        jitter = rng.integers(-18, 19, size=3).tolist() if rng is not None else [0, 0, 0]
+        fill = tuple(min(max(v + j, 0), 255) for v, j in zip(colour, jitter, strict=True))
         x0, y0 = int(round(x - (d_int - 1) / 2)), int(round(y - (d_int - 1) / 2))
         img.paste(fill, (x0, y0, x0 + d_int, y0 + d_int), _shape_mask(shape, d_int, rot))
         boxes[k] = (y0, x0, y0 + d_int, x0 + d_int)
@@ -147,9 +149,10 @@ class Scene:
 
 def _background(size: tuple[int, int], style: SceneStyle, rng: np.random.Generator) -> np.ndarray:
     h, w = size
-    base = np.array(style.background, dtype=np.float64) + rng.integers(-12, 13, size=3)
-    img = np.broadcast_to(base, (h, w, 3)) + rng.normal(0, 14 * style.clutter, size=(h, w, 1))
-    canvas = np.clip(img, 0, 255).astype(np.uint8)
+    base = (np.array(style.background) + rng.integers(-12, 13, size=3)).astype(np.float32)
+    noise = rng.standard_normal((h, w, 1), dtype=np.float32)
+    noise *= np.float32(14 * style.clutter)
+    canvas = np.clip(noise + base, 0, 255).astype(np.uint8)
     n_strokes = int(round(25 * style.clutter))
     if n_strokes:
         pil = Image.fromarray(canvas)
@@ -238,7 +241,7 @@ class ShapesConfig:
         return list(SHAPE_CLASSES)[: self.n_classes]
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, default=list)
+        return json.dumps({**asdict(self), "generator_version": GENERATOR_VERSION}, sort_keys=True, default=list)
 
 
 def _split_plan(cfg: ShapesConfig, split: str, split_no: int) -> list[dict[str, int]]:
@@ -319,8 +322,9 @@ def ensure_generated(root: str | Path, cfg: ShapesConfig) -> Path:
             root.rmdir()
         return generate(root, cfg)
     if json.loads(stored.read_text()) != json.loads(cfg.to_json()):
-        raise ConfigError(f"{root} holds synthetic_shapes generated with other settings ({stored}); set "
-                          "`dataset.root` to a new folder for these settings, or delete the old one")
+        raise ConfigError(f"{root} holds synthetic_shapes generated with other settings or by another generator "
+                          f"version ({stored}); set `dataset.root` to a new folder for these settings, or delete "
+                          "the old one")
     return root
 
 
