@@ -129,3 +129,18 @@ def to_image_maps(cams: torch.Tensor, sizes: Sequence[tuple[int, int]]) -> list[
                                        align_corners=False)
         out.append(up[0, 0].cpu().numpy().astype(np.float32))
     return out
+
+
+def pixel_batch(images: Sequence[np.ndarray], size: tuple[int, int], mean: Sequence[float],
+                std: Sequence[float]) -> torch.Tensor:
+    """``(B, 3, h, w)`` model input: each image resized (bicubic) to ``size = (h, w)`` without cropping, so the
+    activation grid covers the whole image, then scaled to ``[0, 1]`` and normalised with ``mean``/``std``."""
+    from PIL import Image
+
+    h, w = size
+    arrays = [np.asarray(Image.fromarray(np.asarray(im, dtype=np.uint8)).convert("RGB")
+                         .resize((w, h), Image.Resampling.BICUBIC), dtype=np.float32) / 255.0 for im in images]
+    x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2)
+    m = torch.tensor(list(mean), dtype=torch.float32)[None, :, None, None]
+    s = torch.tensor(list(std), dtype=torch.float32)[None, :, None, None]
+    return (x - m) / s
