@@ -11,7 +11,7 @@ import pytest
 
 from countboard.data import fsc147
 from countboard.data.synthetic_shapes import SyntheticShapes
-from countboard.errors import ConfigError
+from countboard.errors import ConfigError, DataNotFoundError
 from countboard.models.class_blind import ClassBlindCounter
 from countboard.models.oracle import OracleCounter
 from countboard.schema import load_schema
@@ -214,3 +214,33 @@ def test_sweep_end_to_end(tmp_path):
     assert len(pairs) == 40 and (art / "figures" / "mosaic_samples.png").is_file()
     neg_art = next(store.glob(f"artifacts/*/{oracle_neg['run_id']}/artifacts"))
     assert pd.read_parquet(neg_art / "tables" / "negative_matrix.parquet").shape == (10, 3 + 5)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["model=oracle", "dataset=synthetic_shapes", "task=praco_negative"],
+    ["model=class_blind", "dataset=fsc147", "task=praco_mosaic"],
+    ["model=oracle", "dataset=fsc147", "task=classic"],
+])
+def test_configs_compose_and_instantiate(overrides, tmp_path):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from countboard.config import register_configs
+    from countboard.engine import instantiate_node
+    from countboard.paths import conf_dir
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = compose("config", overrides=[*overrides, f"data_dir={tmp_path}"])
+    finally:
+        GlobalHydra.instance().clear()
+    task = instantiate_node(cfg, "task")
+    model = instantiate_node(cfg, "model", device="cpu")
+    assert task.family == "counters" and model.kind == "counter"
+    if cfg.dataset.name == "fsc147":
+        assert cfg.dataset.root == f"{tmp_path}/FSC147_384_V2"
+        with pytest.raises(Exception, match="LearningToCountEverything") as err:
+            instantiate_node(cfg, "dataset")
+        assert isinstance(err.value, DataNotFoundError) or isinstance(err.value.__cause__, DataNotFoundError)
