@@ -95,3 +95,16 @@ def test_pairs_cover_every_other_class(shapes):
     pairs = mosaic_pairs(shapes)
     assert len(pairs) == len(shapes) * (len(shapes.classes) - 1)
     assert all(shapes.class_of(i) != c for i, c in pairs)
+
+
+def test_docstring_examples():
+    import doctest
+
+    import countboard.data.mosaic as mosaic
+    import countboard.data.synthetic_shapes as synthetic_shapes
+    import countboard.models.class_blind as class_blind
+    import countboard.models.oracle as oracle
+
+    for module in (mosaic, synthetic_shapes, oracle, class_blind):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -230,3 +230,12 @@ def test_localized_misplaced_mass_is_penalised():
     assert math.isnan(m["loc_f1_micro_8x8"])
     assert sorted(m) == sorted(f"loc_{a}_{b}_{n}x{n}" for a in ("precision", "recall", "f1")
                                for b in ("micro", "macro") for n in (2, 4, 8))
+
+
+def test_docstring_examples():
+    import doctest
+
+    import countboard.metrics.counting as counting
+
+    result = doctest.testmod(counting, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 8 and result.failed == 0
