@@ -16,6 +16,7 @@ from countboard.errors import CountboardError
 _SUBCOMMANDS = [
     "countboard.tracking.commands",
     "countboard.index.commands",
+    "countboard.data.geckonum_import",
 ]
 
 

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 import zipfile
@@ -51,7 +52,7 @@ TASK_COLUMNS: dict[int, tuple[str, ...]] = {
 }
 
 #: Columns read as categoricals (few distinct values, many rows).
-_CATEGORICAL = ("model", "question", "prompt", "answer_text", "raw_answer", "answer")
+_CATEGORICAL = ("image_id", "model", "question", "prompt", "answer_text", "raw_answer", "answer")
 
 _FILE_RE = re.compile(r"task_([123])_(.+)\.csv$")
 _HOW_TO_GET = (
@@ -258,3 +259,24 @@ def split_image_id(image_id: str) -> tuple[int, int]:
     if len(parts) < 3 or not parts[-1].isdigit() or not parts[-2].isdigit():
         raise ValueError(f"image id {image_id!r} is not of the form geckonum_<prompt_id>_<seed>")
     return int(parts[-2]), int(parts[-1])
+
+
+def annotation_digests(path: str | Path, task: int | None = None) -> dict[str, str]:
+    """A content fingerprint per annotation file (CRC-32 and size from a zip, SHA-256 of a CSV in a folder).
+
+    Used in ``config_hash`` so that re-importing unchanged files is skipped and changed ones are logged again.
+    """
+    path = Path(path)
+    files = list_annotation_files(path, task)
+    zpath = _find_zip(path)
+    out = {}
+    if zpath is not None:
+        with zipfile.ZipFile(zpath) as zf:
+            for f in files:
+                info = zf.getinfo(f.name)
+                out[Path(f.name).name] = f"crc32:{info.CRC:08x}:{info.file_size}"
+        return out
+    folder = _csv_folder(path)
+    for f in files:
+        out[f.name] = "sha256:" + hashlib.sha256((folder / f.name).read_bytes()).hexdigest()
+    return out

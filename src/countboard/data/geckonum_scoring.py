@@ -70,28 +70,33 @@ def check_rows(
     """
     allowed = set(GENERATORS if generators is None else generators)
     problems: list[ImportProblem] = []
-    model = ann["model"].astype(str)
-    bad = ~model.isin(allowed)
+    model = ann["model"].astype("category")
+    bad = ~model.isin(allowed).to_numpy()
     if bad.any():
         problems += _problems(
             ann[bad],
-            "unknown generator " + model[bad].map(repr) + f"; known: {', '.join(sorted(allowed))} "
-            "(pass the name as an allowed generator to import it)",
+            "unknown generator " + ann.loc[bad, "model"].astype(str).map(repr) + f"; known: "
+            f"{', '.join(sorted(allowed))} (pass the name as an allowed generator to import it)",
         )
-    parts = ann["image_id"].astype(str).str.extract(r"_(\d+)_(\d+)$")
-    bad_id = parts[0].isna() & ~bad
+    image = ann["image_id"].astype("category")
+    parts = pd.Series(image.cat.categories, dtype=str).str.extract(r"_(\d+)_(\d+)$")
+    codes = image.cat.codes.to_numpy()
+    pid = pd.to_numeric(parts[0], errors="coerce").to_numpy()[codes]
+    seed = pd.to_numeric(parts[1], errors="coerce").to_numpy()[codes]
+    bad_id = np.isnan(pid) & ~bad
     if bad_id.any():
         problems += _problems(
             ann[bad_id],
-            "image id " + ann.loc[bad_id, "image_id"].map(repr) + " is not geckonum_<prompt_id>_<seed>",
+            "image id "
+            + ann.loc[bad_id, "image_id"].astype(str).map(repr)
+            + " is not geckonum_<prompt_id>_<seed>",
         )
-    pid = pd.to_numeric(parts[0], errors="coerce")
-    missing = ~bad & ~bad_id & ~pid.isin(prompts.index)
+    missing = ~bad & ~bad_id & ~np.isin(pid, prompts.index.to_numpy())
     if missing.any():
         problems += _problems(
             ann[missing],
             "prompt id "
-            + pid[missing].astype("Int64").astype(str)
+            + pd.Series(pid[missing], index=ann.index[missing]).astype("Int64").astype(str)
             + " of image "
             + ann.loc[missing, "image_id"].astype(str)
             + " is not in prompts.csv",
@@ -99,8 +104,9 @@ def check_rows(
     keep = ~(bad | bad_id | missing)
     out = ann[keep].copy()
     out["prompt_id"] = pid[keep].astype(int)
-    out["seed"] = pd.to_numeric(parts.loc[keep, 1]).astype(int)
+    out["seed"] = seed[keep].astype(int)
     out["model"] = out["model"].astype(str).astype("category")
+    out["image_id"] = out["image_id"].astype("category")
     return out, problems
 
 

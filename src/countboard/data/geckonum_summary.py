@@ -103,26 +103,39 @@ def summarize_units(units: pd.DataFrame, task: int, n_boot: int = 2000, seed: in
     return Summary(metrics, tables)
 
 
-def confusion_figure(confusion: pd.DataFrame, title: str):
-    """A heatmap of ``number_confusion`` output (rows: prompt number; columns: answered count)."""
-    import matplotlib
+def _blue(v: float) -> tuple[int, int, int]:
+    """White (0) to dark blue (1)."""
+    lo, hi = np.array([247, 251, 255]), np.array([8, 48, 107])
+    return tuple(int(c) for c in np.round(lo + (hi - lo) * float(np.clip(v, 0, 1))))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def confusion_figure(confusion: pd.DataFrame, title: str, cell: int = 44):
+    """A heatmap (PIL image) of ``number_confusion`` output: rows are prompt numbers, columns answered counts.
+
+    Drawn with PIL rather than matplotlib: the import renders one per generator and this takes milliseconds.
+    """
+    from PIL import Image, ImageDraw, ImageFont
 
     data = confusion.set_index("prompt_number").drop(columns="n")
-    fig, ax = plt.subplots(figsize=(7, 5))
-    im = ax.imshow(data.to_numpy(), cmap="Blues", vmin=0, vmax=1)
-    ax.set_xticks(range(data.shape[1]), data.columns)
-    ax.set_yticks(range(data.shape[0]), data.index)
-    ax.set_xlabel("answered count (mode of annotators)")
-    ax.set_ylabel("number in prompt")
-    ax.set_title(title)
-    for (i, j), v in np.ndenumerate(data.to_numpy()):
-        if v > 0:
-            ax.text(
-                j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="white" if v > 0.5 else "black"
-            )
-    fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    return fig
+    values = data.to_numpy()
+    font = ImageFont.load_default(size=11)
+    left, top = 60, 50
+    width, height = left + cell * values.shape[1] + 10, top + cell * values.shape[0] + 45
+    img = Image.new("RGB", (width, height), "white")
+    draw = ImageDraw.Draw(img)
+    draw.text((left, 8), title, fill="black", font=ImageFont.load_default(size=14))
+    for (i, j), v in np.ndenumerate(values):
+        x0, y0 = left + j * cell, top + i * cell
+        draw.rectangle([x0, y0, x0 + cell - 1, y0 + cell - 1], fill=_blue(v), outline=(220, 220, 220))
+        if v >= 0.005:
+            text = f"{v:.2f}"
+            color = "white" if v > 0.5 else "black"
+            draw.text((x0 + cell / 2, y0 + cell / 2), text, fill=color, font=font, anchor="mm")
+    for j, name in enumerate(data.columns):
+        draw.text((left + j * cell + cell / 2, top + cell * values.shape[0] + 10), str(name), fill="black",
+                  font=font, anchor="mt")  # fmt: skip
+    for i, name in enumerate(data.index):
+        draw.text((left - 8, top + i * cell + cell / 2), str(name), fill="black", font=font, anchor="rm")
+    draw.text((left, height - 16), "answered count (mode of annotators)", fill="black", font=font)
+    draw.text((4, top - 18), "prompt number", fill="black", font=font)
+    return img
