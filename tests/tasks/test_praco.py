@@ -153,6 +153,15 @@ def test_negative_unreadable_image_and_unknown_class(tmp_path, shapes_root, ctx)
         PracoNegative(classes=["red circles", "unicorns"]).units(None, ds, ctx)
 
 
+def test_single_class_split_is_refused(shapes_root, ctx):
+    ds = SyntheticShapes(shapes_root, **SMALL, max_images=1)
+    for task in (PracoNegative(), PracoMosaic()):
+        with pytest.raises(ConfigError, match="at least 2 classes"):
+            task.units(None, ds, ctx)
+    with pytest.raises(ConfigError, match="at least 2 distinct"):
+        PracoNegative(classes=["red circles", "red circles"]).units(None, ds, ctx)
+
+
 def test_class_subset(shapes, ctx):
     task = PracoNegative(classes=["red circles", "blue squares"])
     records, result = run(task, OracleCounter(), shapes, ctx)

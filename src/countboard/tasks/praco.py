@@ -41,6 +41,9 @@ def select_classes(dataset: ImageDataset, classes: Sequence[str] | None) -> tupl
     """
     split_classes = dataset.classes
     if classes is None:
+        if len(split_classes) < 2:
+            raise ConfigError(f"PrACo tests need at least 2 classes with images in the dataset split, it has "
+                              f"{split_classes}; use a larger split (e.g. raise dataset.max_images)")
         return list(split_classes), dataset.image_ids
     absent = [c for c in classes if c not in split_classes]
     if absent:
