@@ -13,7 +13,9 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import io
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -50,10 +52,26 @@ class SyntheticStore:
 
 
 def local_store(store_dir: Path) -> tuple[str, str]:
-    """The SQLite URI and artifact root of a store directory, as the engine lays them out."""
+    """The SQLite URI and artifact root of a store directory, as the engine lays them out.
+
+    A new store starts as a copy of an empty, already migrated database (made once per process): creating the
+    MLflow tables from scratch takes several seconds.
+    """
     store_dir = Path(store_dir).resolve()
     store_dir.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{store_dir / 'mlflow.db'}", (store_dir / "artifacts").as_uri()
+    db = store_dir / "mlflow.db"
+    if not db.exists():
+        shutil.copyfile(_blank_database(), db)
+    return f"sqlite:///{db}", (store_dir / "artifacts").as_uri()
+
+
+@functools.cache
+def _blank_database() -> Path:
+    from mlflow.tracking import MlflowClient
+
+    db = Path(tempfile.mkdtemp(prefix="countboard-blank-store-")) / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{db}").search_experiments(max_results=1)
+    return db
 
 
 def specs_from_schema(models_per_family: int = 3, datasets: tuple[str, ...] = ("synthetic",)) -> list[FamilySpec]:

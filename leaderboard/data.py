@@ -1,0 +1,198 @@
+"""The leaderboard's data: a cached read-only connection to the DuckDB index and the queries the pages run.
+
+Nothing connects at import time. The connection and query results are cached per version of the index file
+(inode and modification time), so a ``countboard index`` that swaps in a new file is picked up on the next rerun.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+import queries
+from countboard.index.artifacts import ArtifactPathError, resolve_artifact
+from countboard.index.reader import connect_readonly, use_index
+from countboard.schema import FamilyInfo, MetricInfo, load_schema
+
+DB_ENV = "COUNTBOARD_INDEX_DB"
+UI_ENV = "COUNTBOARD_MLFLOW_UI"
+DEFAULT_UI = "http://127.0.0.1:5000"
+DEFAULT_COLUMNS = 10
+
+
+def db_path() -> Path:
+    """``$COUNTBOARD_INDEX_DB``, else ``--db PATH`` after ``--`` on the ``streamlit run`` line, else the default."""
+    if os.environ.get(DB_ENV):
+        return Path(os.environ[DB_ENV]).expanduser()
+    argv = sys.argv[1:]
+    if "--db" in argv and argv.index("--db") + 1 < len(argv):
+        return Path(argv[argv.index("--db") + 1]).expanduser()
+    from countboard.index.locate import default_db_path, resolve_store_uri
+
+    return default_db_path(resolve_store_uri(None))
+
+
+def mlflow_ui_base() -> str:
+    return (os.environ.get(UI_ENV) or DEFAULT_UI).rstrip("/")
+
+
+def run_url(experiment_id: str, run_id: str) -> str:
+    """Link to a run's page in the MLflow UI."""
+    return f"{mlflow_ui_base()}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def _version(path: Path) -> tuple[int, int] | None:
+    try:
+        st_ = path.stat()
+    except FileNotFoundError:
+        return None
+    return st_.st_ino, st_.st_mtime_ns
+
+
+def index_exists() -> bool:
+    return _version(db_path()) is not None
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def _connection(path: str, version: tuple[int, int]):
+    return connect_readonly(path)
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _query(path: str, version: tuple[int, int], sql: str, params: tuple) -> pd.DataFrame:
+    cur = _connection(path, version).cursor()
+    try:
+        use_index(cur)
+        return cur.execute(sql, list(params)).df()
+    finally:
+        cur.close()
+
+
+def query(sql: str, params: tuple = ()) -> pd.DataFrame:
+    """Rows of ``sql`` with bound ``params``; an empty frame when there is no index yet."""
+    path = db_path()
+    version = _version(path)
+    if version is None:
+        return pd.DataFrame()
+    return _query(str(path), version, sql, tuple(params))
+
+
+# --- schema-driven helpers ------------------------------------------------------------------------------------
+
+
+def family(key: str) -> FamilyInfo | None:
+    return load_schema().families.get(key)
+
+
+def family_title(key: str) -> str:
+    fam = family(key)
+    return fam.display if fam else key.replace("_", " ").capitalize()
+
+
+def metric_display(key: str) -> str:
+    info = load_schema().metrics.get(key)
+    return info.display if info else key
+
+
+def has_family_view(key: str) -> bool:
+    df = query(queries.HAS_VIEW, (key,))
+    return not df.empty and int(df.n.iloc[0]) > 0
+
+
+def view_metrics(key: str) -> list[MetricInfo]:
+    """Metrics of the family view that have values, in schema order; undeclared keys get neutral metadata."""
+    if not has_family_view(key):
+        return []
+    cols = list(query(queries.VIEW_COLUMNS, (key,)).column_name)
+    from countboard.index.ddl import VIEW_RUN_COLUMNS
+
+    keys = [c for c in cols if c not in VIEW_RUN_COLUMNS]
+    schema = load_schema()
+    order = {k: i for i, k in enumerate(schema.metrics)}
+    infos = [schema.metrics.get(k) or MetricInfo(key=k, display=k, higher_is_better=None, family=key) for k in keys]
+    return sorted(infos, key=lambda m: (order.get(m.key, len(order)), m.key))
+
+
+def default_columns(key: str, available: list[MetricInfo]) -> list[MetricInfo]:
+    """The family's main metric and its first metrics with a known direction, up to ``DEFAULT_COLUMNS``."""
+    fam = family(key)
+    main = fam.main_metric if fam else None
+    picked = [m for m in available if m.key == main]
+    picked += [m for m in available if m.family == key and m.higher_is_better is not None and m.key != main]
+    chosen = {m.key for m in picked[:DEFAULT_COLUMNS]}
+    return [m for m in available if m.key in chosen]
+
+
+@dataclass(frozen=True)
+class Filters:
+    dataset: str | None = None
+    split: str | None = None
+
+
+def choices(key: str) -> pd.DataFrame:
+    """Datasets and splits with finished runs of the family."""
+    return query(queries.FAMILY_CHOICES, (key,))
+
+
+def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = True) -> pd.DataFrame:
+    """Runs of family ``key`` best first by ``sort`` (its direction from the schema; unknown: descending)."""
+    if not has_family_view(key):
+        return pd.DataFrame()
+    sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only)
+    return query(sql, (filters.dataset, filters.dataset, filters.split, filters.split))
+
+
+def run_tag(run_ids: list[str], tag: str) -> dict[str, str]:
+    df = query(queries.TAG_VALUES, (tag, list(run_ids)))
+    return dict(zip(df.run_id, df.value, strict=True)) if not df.empty else {}
+
+
+# --- artifacts -----------------------------------------------------------------------------------------------
+
+
+def artifacts(run_ids: list[str], prefix: str = "") -> pd.DataFrame:
+    """Files of ``run_ids`` whose path starts with ``prefix``, as listed in the index."""
+    return query(queries.ARTIFACTS_OF_RUNS, (list(run_ids), prefix))
+
+
+def artifact_file(run_id: str, path: str) -> Path | None:
+    """Local file of an indexed artifact, None if the run has no such artifact or it is not readable here."""
+    rows = query(queries.ARTIFACT, (run_id, path))
+    if rows.empty:
+        return None
+    try:
+        local = resolve_artifact(rows.artifact_uri.iloc[0], path)
+    except ArtifactPathError:
+        return None
+    return local if local.is_file() else None
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _read_parquet(path: str, mtime_ns: int) -> pd.DataFrame:
+    return pd.read_parquet(path)
+
+
+def read_table(run_id: str, path: str) -> pd.DataFrame | None:
+    """A run's Parquet artifact as a DataFrame, None when it is missing."""
+    local = artifact_file(run_id, path)
+    if local is None:
+        return None
+    return _read_parquet(str(local), local.stat().st_mtime_ns)
+
+
+def read_tables(run_ids: list[str], path: str, label: dict[str, str] | None = None) -> pd.DataFrame:
+    """The Parquet artifact ``path`` of several runs stacked, with ``run_id`` (and ``label``) columns added."""
+    frames = []
+    for rid in run_ids:
+        df = read_table(rid, path)
+        if df is not None and not df.empty:
+            df = df.assign(run_id=rid)
+            if label is not None:
+                df = df.assign(label=label.get(rid, rid))
+            frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,0 +1,69 @@
+"""Grounding page: per-model table, distributions of the per-sample grounding scores, pointing-game uncertainty.
+
+The histogrammed columns are the family's metrics that also appear as columns of the runs' ``samples.parquet``;
+the pointing-game panel shows the family's metrics whose key starts with ``pg_``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import data
+import figures
+import widgets
+
+FAMILY = "grounding"
+SAMPLES = "samples.parquet"
+HISTOGRAM_LIMIT = 4
+POINTING_PREFIX = "pg_"
+
+
+def histogram_section(df: pd.DataFrame, metric_keys: list[str], labels: dict[str, str]) -> None:
+    st.subheader("Per-sample distributions")
+    samples = data.read_tables(list(df.run_id), SAMPLES, labels)
+    cols = [k for k in metric_keys if k in samples.columns][:HISTOGRAM_LIMIT] if not samples.empty else []
+    if not cols:
+        widgets.missing("per-sample grounding scores", SAMPLES)
+        return
+    panels = st.columns(min(len(cols), 2))
+    for i, col in enumerate(cols):
+        panels[i % len(panels)].plotly_chart(
+            figures.histograms(samples, col, "label", data.metric_display(col)), key=f"gr_hist_{col}")
+
+
+def pointing_section(df: pd.DataFrame, metric_keys: list[str], labels: dict[str, str]) -> None:
+    st.subheader("Pointing game and its uncertainty")
+    keys = [k for k in metric_keys if k.startswith(POINTING_PREFIX) and df[k].notna().any()]
+    if not keys:
+        st.info(f"No pointing-game metric (`{POINTING_PREFIX}*`) in these runs.")
+        return
+    long = df.assign(label=df.run_id.map(labels)).melt(id_vars=["label"], value_vars=keys, var_name="metric")
+    long["metric"] = long.metric.map(data.metric_display)
+    st.plotly_chart(figures.bars(long, "label", "value", "metric", "Pointing game per model"), key="gr_pg")
+
+
+def main() -> None:
+    st.title(data.family_title(FAMILY))
+    fam = data.family(FAMILY)
+    if fam and fam.description:
+        st.caption(fam.description)
+    metrics = data.view_metrics(FAMILY)
+    if not metrics or data.choices(FAMILY).empty:
+        widgets.empty_state(FAMILY)
+        return
+    filters = widgets.filters(FAMILY, "gr")
+    sort, shown = widgets.metric_picker(FAMILY, metrics, "gr")
+    df = data.ranking(FAMILY, sort, filters, latest_only=True)
+    if df.empty:
+        st.info("No runs match these filters.")
+        return
+    widgets.show_ranking(df, shown, sort, key="gr_ranking")
+    labels = {r: f"{m} · {d}" for r, m, d in zip(df.run_id, df.model, df.dataset, strict=True)}
+    keys = [m.key for m in metrics if m.family == FAMILY]
+    histogram_section(df, keys, labels)
+    pointing_section(df, keys, labels)
+
+
+if __name__ == "__main__":
+    main()

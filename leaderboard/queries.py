@@ -1,0 +1,69 @@
+"""SQL of the leaderboard. Values are always bound parameters (``?``); the only names composed into SQL are view
+and column names, which pass ``countboard.index.ddl.quote_identifier`` (snake_case only) first."""
+
+from __future__ import annotations
+
+from countboard.index.ddl import quote_identifier, view_name
+
+HAS_VIEW = "SELECT count(*) AS n FROM duckdb_views() WHERE view_name = ? AND database_name = current_database()"
+
+VIEW_COLUMNS = ("SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database()"
+                " ORDER BY column_index")
+
+META = "SELECT key, value FROM meta"
+
+FAMILY_CHOICES = """
+SELECT DISTINCT dataset, split FROM runs
+WHERE family = ? AND status = 'FINISHED' AND NOT is_sweep
+ORDER BY dataset NULLS LAST, split NULLS LAST
+"""
+
+ARTIFACTS_OF_RUNS = """
+SELECT a.run_id, a.path, a.file_size, r.artifact_uri
+FROM artifacts a JOIN runs r USING (run_id)
+WHERE a.run_id IN (SELECT unnest(?::VARCHAR[])) AND NOT a.is_dir AND starts_with(a.path, ?)
+ORDER BY a.run_id, a.path
+"""
+
+ARTIFACT = """
+SELECT r.artifact_uri FROM artifacts a JOIN runs r USING (run_id)
+WHERE a.run_id = ? AND a.path = ? AND NOT a.is_dir
+"""
+
+TAG_VALUES = """
+SELECT run_id, value FROM tags WHERE key = ? AND run_id IN (SELECT unnest(?::VARCHAR[]))
+"""
+
+RUNS = """
+SELECT r.run_id, r.run_name, r.experiment_id, e.name AS experiment, r.status, r.family, r.model, r.model_kind,
+       r.dataset, r.split, r.task, r.start_time, r.end_time, r.parent_run_id, r.config_hash
+FROM runs r LEFT JOIN experiments e USING (experiment_id)
+WHERE NOT r.is_sweep
+  AND (? IS NULL OR r.family = ?)
+  AND (? IS NULL OR r.status = ?)
+  AND (? = '' OR concat_ws(' ', r.run_id, r.run_name, r.model, r.dataset, r.task, r.family)
+                 ILIKE '%' || ? || '%')
+ORDER BY r.start_time DESC NULLS LAST
+LIMIT ?
+"""
+
+RUN_FACETS = "SELECT DISTINCT family, status FROM runs WHERE NOT is_sweep"
+
+RUN_PARAMS = "SELECT key, value FROM params WHERE run_id = ? ORDER BY key"
+RUN_TAGS = "SELECT key, value FROM tags WHERE run_id = ? ORDER BY key"
+RUN_METRICS = "SELECT key, value, step, timestamp FROM metrics WHERE run_id = ? ORDER BY key"
+
+
+def ranking(family: str, sort_key: str, descending: bool, latest_only: bool) -> str:
+    """Finished runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
+
+    Parameters, in order: dataset, dataset, split, split (NULL for "all"). With ``latest_only`` each
+    model × dataset × split × task keeps its most recent run.
+    """
+    order = "DESC" if descending else "ASC"
+    latest = ("QUALIFY row_number() OVER (PARTITION BY model, dataset, split, task "
+              "ORDER BY end_time DESC NULLS LAST, run_id) = 1") if latest_only else ""
+    return (f"SELECT * FROM {view_name(family)}\n"
+            "WHERE (? IS NULL OR dataset = ?) AND (? IS NULL OR split = ?)\n"
+            f"{latest}\n"
+            f"ORDER BY {quote_identifier(sort_key)} {order} NULLS LAST, model, run_id")

@@ -1,0 +1,98 @@
+"""Page parts shared by the family pages: empty state, filters and the schema-driven ranking table."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import data
+from countboard.schema import MetricInfo
+
+SWEEP_HINT = """\
+No finished **{title}** runs in the index `{db}` yet.
+
+Launch a sweep into the store, index it, then reload this page:
+
+```bash
+countboard-sweep -m model={models} dataset=<dataset> task=<task> tracking.store_dir=mlruns
+countboard index --store mlruns
+```
+{kinds}"""
+
+
+def empty_state(family: str) -> None:
+    """Explain how to fill the page: which sweep to launch and how to index it."""
+    fam = data.family(family)
+    kinds = f"Models of kind {', '.join(f'`{k}`' for k in fam.model_kinds)} belong here." if fam and fam.model_kinds \
+        else ""
+    st.info(SWEEP_HINT.format(title=data.family_title(family), db=data.db_path(), models="<model_a>,<model_b>",
+                              kinds=kinds))
+    if not data.index_exists():
+        st.caption("There is no index file yet: `countboard index` creates it from the MLflow store.")
+
+
+def number_format(fmt: str) -> str:
+    """Streamlit's printf format for a schema ``fmt`` (``.3f`` → ``%.3f``, ``d`` → ``%d``)."""
+    return f"%{fmt}" if fmt else "%.3f"
+
+
+def filters(family: str, key_prefix: str) -> data.Filters:
+    """Dataset and split selectors built from the runs present."""
+    opts = data.choices(family)
+    cols = st.columns(2)
+    datasets = sorted(opts.dataset.dropna().unique()) if not opts.empty else []
+    dataset = cols[0].selectbox("Dataset", ["All", *datasets], key=f"{key_prefix}_dataset")
+    dataset = None if dataset == "All" else dataset
+    subset = opts[opts.dataset == dataset] if dataset and not opts.empty else opts
+    splits = sorted(subset.split.dropna().unique()) if not subset.empty else []
+    split = cols[1].selectbox("Split", ["All", *splits], key=f"{key_prefix}_split")
+    return data.Filters(dataset=dataset, split=None if split == "All" else split)
+
+
+def metric_picker(family: str, metrics: list[MetricInfo], key_prefix: str) -> tuple[MetricInfo, list[MetricInfo]]:
+    """The metric to rank by (default: the family's main metric) and the columns to show."""
+    fam = data.family(family)
+    keys = [m.key for m in metrics]
+    main = fam.main_metric if fam and fam.main_metric in keys else keys[0]
+    by_key = {m.key: m for m in metrics}
+    cols = st.columns([1, 2])
+    sort_key = cols[0].selectbox("Rank by", keys, index=keys.index(main), key=f"{key_prefix}_sort",
+                                 format_func=lambda k: by_key[k].display)
+    default = [m.key for m in data.default_columns(family, metrics)] or keys[:data.DEFAULT_COLUMNS]
+    shown = cols[1].multiselect("Columns", keys, default=default, key=f"{key_prefix}_cols",
+                                format_func=lambda k: by_key[k].display)
+    if sort_key not in shown:
+        shown = [sort_key, *shown]
+    return by_key[sort_key], [by_key[k] for k in keys if k in shown]
+
+
+def ranking_frame(df: pd.DataFrame, metrics: list[MetricInfo], extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Rank, model, dataset, split, the metric columns and a link to each run's MLflow page."""
+    out = pd.DataFrame({"rank": range(1, len(df) + 1), "model": df.model, "dataset": df.dataset,
+                        "split": df.split})
+    for col in extra:
+        out[col] = df[col].to_numpy()
+    for m in metrics:
+        out[m.key] = df[m.key].to_numpy()
+    out["run"] = [data.run_url(e, r) for e, r in zip(df.experiment_id, df.run_id, strict=True)]
+    return out
+
+
+def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, extra: tuple[str, ...] = (),
+                 key: str | None = None) -> None:
+    """The ranking table, columns named and formatted from the schema."""
+    frame = ranking_frame(df, metrics, extra)
+    arrow = {True: "↑", False: "↓", None: ""}
+    config = {m.key: st.column_config.NumberColumn(
+        f"{m.display} {arrow[m.higher_is_better]}".strip(), format=number_format(m.fmt),
+        help=(m.description or None)) for m in metrics}
+    config["run"] = st.column_config.LinkColumn("MLflow", display_text="open run")
+    config["rank"] = st.column_config.NumberColumn("#", format="%d")
+    direction = "higher is better" if sort.higher_is_better is not False else "lower is better"
+    st.caption(f"Ranked by **{sort.display}** ({direction}); ↑ higher is better, ↓ lower is better.")
+    st.dataframe(frame, column_config=config, hide_index=True, key=key)
+
+
+def missing(what: str, path: str) -> None:
+    """Say which artifact a chart needs when no selected run has it."""
+    st.info(f"No {what}: none of the selected runs has the artifact `{path}`.")

@@ -1,0 +1,107 @@
+"""Every page of the app, through Streamlit's AppTest, on a filled index, an empty one and a missing one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from countboard.paths import leaderboard_dir
+from countboard.schema import load_schema
+
+APP = leaderboard_dir() / "app.py"
+
+PAGES = ("counters.py", "generators.py", "grounding.py", "runs.py")
+UI = "http://mlflow.example:5000"
+
+
+def open_page(monkeypatch, db, page: str) -> AppTest:
+    monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(db))
+    monkeypatch.setenv("COUNTBOARD_MLFLOW_UI", UI)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    return at.switch_page(page).run()
+
+
+def families_with_pages() -> list[str]:
+    return [f for f in load_schema().families if f in ("counters", "generators", "grounding")]
+
+
+def expected_ranking(values: pd.DataFrame, family: str, key: str) -> pd.DataFrame:
+    """Independent of the app: sort the values logged into the store by the schema's direction."""
+    higher = load_schema().metrics[key].higher_is_better is not False
+    part = values[values.family == family].sort_values([key, "model", "run_id"], ascending=[not higher, True, True])
+    return part.reset_index(drop=True)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_without_error(monkeypatch, filled_index, page):
+    _, db = filled_index
+    at = open_page(monkeypatch, db, page)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert len(at.dataframe) >= 1
+
+
+@pytest.mark.parametrize("family", families_with_pages())
+def test_ranking_follows_the_main_metric(monkeypatch, filled_index, family):
+    store, db = filled_index
+    at = open_page(monkeypatch, db, f"{family}.py")
+    table = at.dataframe[0].value
+    main = load_schema().families[family].main_metric
+    expected = expected_ranking(store.values, family, main)
+    assert list(table.model) == list(expected.model)
+    np.testing.assert_allclose(table[main].to_numpy(dtype=float), expected[main].to_numpy(dtype=float))
+    assert list(table["rank"]) == list(range(1, len(expected) + 1))
+    assert all(link.startswith(f"{UI}/#/experiments/{store.experiment_id}/runs/") for link in table.run)
+
+
+def test_ranking_by_a_lower_is_better_metric_is_ascending(monkeypatch, filled_index):
+    store, db = filled_index
+    family = "counters"
+    if family not in load_schema().families:
+        pytest.skip("family `counters` is not declared in countboard/schema/*.yaml")
+    lower = next(m.key for m in load_schema().family_metrics(family) if m.higher_is_better is False)
+    at = open_page(monkeypatch, db, "counters.py")
+    at.selectbox(key="cnt_sort").set_value(lower).run()
+    table = at.dataframe[0].value
+    expected = expected_ranking(store.values, family, lower)
+    assert list(table.model) == list(expected.model)
+    assert list(table[lower]) == sorted(table[lower])
+
+
+def test_dataset_filter_keeps_only_that_dataset(monkeypatch, filled_index):
+    store, db = filled_index
+    family = families_with_pages()[0]
+    at = open_page(monkeypatch, db, f"{family}.py")
+    prefix = {"counters": "cnt", "generators": "gen", "grounding": "gr"}[family]
+    at.selectbox(key=f"{prefix}_dataset").set_value("carpk").run()
+    table = at.dataframe[0].value
+    assert set(table.dataset) == {"carpk"}
+    assert len(table) == ((store.values.family == family) & (store.values.dataset == "carpk")).sum()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_empty_store_explains_how_to_launch_a_sweep(monkeypatch, empty_index, page):
+    _, db = empty_index
+    at = open_page(monkeypatch, db, page)
+    assert not at.exception and not at.error
+    text = " ".join(i.value for i in at.info)
+    assert "countboard-sweep" in text and "countboard index" in text
+
+
+def test_missing_index_says_to_build_it(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path / "absent.duckdb", "counters.py")
+    assert not at.exception and not at.error
+    assert "countboard index" in " ".join(c.value for c in at.caption) + " ".join(i.value for i in at.info)
+
+
+def test_runs_page_search_finds_one_model(monkeypatch, filled_index):
+    store, db = filled_index
+    model = store.values.model.iloc[0]
+    at = open_page(monkeypatch, db, "runs.py")
+    at.text_input(key="runs_search").set_value(model).run()
+    table = at.dataframe[0].value
+    assert set(table.model) == {model}
+    assert len(table) == (store.values.model == model).sum()
+    assert table.link.iloc[0] == f"{UI}/#/experiments/{store.experiment_id}/runs/{table.run_id.iloc[0]}"
