@@ -20,7 +20,7 @@ from PIL import Image, ImageDraw
 
 from countboard.data.base import ImageItem
 from countboard.data.grounding import GroundingSample
-from countboard.errors import ConfigError
+from countboard.errors import ConfigError, CountboardError
 from countboard.metrics.grounding import grounding_metrics
 from countboard.tasks.base import RunContext, Task, TaskResult
 
@@ -29,6 +29,10 @@ MEAN_KEYS = ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "io_ra
 HIST_KEYS = ("iou_soft", "io_ratio")
 #: Errors that fail one unit (unreadable image, bad box, non-finite map) instead of the whole job.
 UNIT_ERRORS = (OSError, ValueError, RuntimeError)
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def model_heatmaps(model: Any, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
@@ -118,16 +122,18 @@ class GroundingTask(Task):
         samples = [dataset[u] for u in ids]
         try:
             maps = model_heatmaps(model, samples)
-        except UNIT_ERRORS as exc:
+        except CountboardError:
+            raise  # a configuration problem fails every unit alike: stop the job with its message
+        except Exception as exc:  # any model failure fails only its units; the sweep goes on
             if len(ids) == 1:
-                return [{"unit_id": ids[0], "error": f"{type(exc).__name__}: {exc}"}]
+                return [{"unit_id": ids[0], "error": _describe(exc)}]
             return [r for u in ids for r in self._run_batch(model, dataset, [u])]  # isolate the failing unit
         records = []
         for s, m in zip(samples, maps, strict=True):
             try:
                 records.append(_record(s, m, self.tau, self.delta))
             except UNIT_ERRORS as exc:
-                records.append({"unit_id": s.sample_id, "error": f"{type(exc).__name__}: {exc}"})
+                records.append({"unit_id": s.sample_id, "error": _describe(exc)})
         return records
 
     def run_units(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
@@ -147,8 +153,10 @@ class GroundingTask(Task):
                 row = records[records["unit_id"].astype(str) == s.sample_id].iloc[0]
                 caption = f"{s.phrase} | IoU {row['iou_soft']:.2f} IO {row['io_ratio']:.2f}"
                 figures[f"grounding_example_{k:02d}"] = overlay(s.load_image(), m, s.box, caption)
-        except UNIT_ERRORS as exc:
-            log.warning("grounding: example overlays skipped (%s)", exc)
+        except CountboardError:
+            raise
+        except Exception as exc:  # figures are a convenience: never lose the run's metrics over them
+            log.warning("grounding: example overlays skipped (%s)", _describe(exc))
         return figures
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: Any, ctx: RunContext) -> TaskResult:
