@@ -1,0 +1,10 @@
+"""MLflow tracking: the only package that imports mlflow (besides the index builder).
+
+``store.Tracker`` wraps ``MlflowClient`` with retries for SQLite lock contention, a reachability check that runs
+before any compute, run lookup by ``config_hash``, and artifact helpers. ``callbacks.SweepCallback`` creates the
+parent run of a multirun. To log a one-off run (an import, a training) use ``Tracker.log_complete_run``.
+"""
+
+from countboard.tracking.store import RunRecord, Tracker, tracker_from_config
+
+__all__ = ["RunRecord", "Tracker", "tracker_from_config"]

@@ -1,0 +1,34 @@
+"""``countboard mlflow-ui``: the MLflow UI on the store the sweeps write to."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from countboard.tracking.store import local_store_uri
+
+
+def default_store() -> Path:
+    return Path(os.environ.get("COUNTBOARD_STORE", "mlruns"))
+
+
+def _mlflow_ui(args: argparse.Namespace) -> int:
+    uri = args.store if "://" in args.store else local_store_uri(args.store)
+    if "://" not in args.store and not (Path(args.store) / "mlflow.db").exists():
+        print(f"note: no store at {Path(args.store).resolve()} yet; run a sweep first (make demo)", file=sys.stderr)
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", args.host,
+           "--port", str(args.port), "--workers", "1"]
+    print(f"MLflow UI on http://{args.host}:{args.port} (store {uri}); Ctrl-C stops it", flush=True)
+    return subprocess.call(cmd)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("mlflow-ui", help="start the MLflow UI on the sweep store (127.0.0.1)")
+    p.add_argument("--store", default=str(default_store()),
+                   help="store directory (with mlflow.db) or tracking URI (default: ./mlruns or $COUNTBOARD_STORE)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    p.add_argument("--port", type=int, default=5000)
+    p.set_defaults(func=_mlflow_ui)

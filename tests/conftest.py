@@ -1,0 +1,61 @@
+"""Shared fixtures: run real sweeps into a temporary MLflow store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def sweep_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), env.get("PYTHONPATH", "")])
+    env["COUNTBOARD_OUTPUTS"] = str(tmp_path / "outputs")
+    env["COUNTBOARD_DATA_DIR"] = str(tmp_path / "data")
+    env["HF_HUB_OFFLINE"] = "1"
+    env["MLFLOW_ENABLE_ASYNC_LOGGING"] = "false"
+    env.update(extra)
+    return env
+
+
+def run_sweep(args: list[str], tmp_path: Path, *, store: Path | None = None, toy: bool = False, check: bool = True,
+              timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``countboard-sweep`` in a subprocess writing to ``store`` (default ``tmp_path/mlruns``).
+
+    ``toy=True`` adds the test-only configs in ``tests/fixtures/conf`` to Hydra's search path.
+    """
+    store = store or tmp_path / "mlruns"
+    cmd = [sys.executable, "-m", "countboard.sweep", *args, "progress=false"]
+    if not any(a.startswith(("tracking=", "tracking.")) for a in args):
+        cmd.append(f"tracking.store_dir={store}")
+    if toy:
+        cmd.append(f"hydra.searchpath=[file://{FIXTURES / 'conf'}]")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or sweep_env(tmp_path),
+                          cwd=tmp_path)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"sweep failed ({proc.returncode}):\nSTDOUT\n{proc.stdout[-4000:]}\n"
+                             f"STDERR\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def store_runs(store: Path):
+    """All runs of the local store as a DataFrame (mlflow.search_runs), parent and children."""
+    import mlflow
+
+    uri = f"sqlite:///{store.resolve() / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    return mlflow.search_runs(search_all_experiments=True)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
