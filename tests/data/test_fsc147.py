@@ -130,4 +130,4 @@ def test_negative_test_on_the_subset(fsc_root, tmp_path):
     records = task.run_units(OracleCounter(), ds, task.units(None, ds, ctx), ctx)
     result = task.summarize(pd.DataFrame(records), OracleCounter(), ds, ctx)
     assert result.metrics["nmn"] == 0.0 and result.metrics["pccn"] == 100.0
-    assert result.tables["negative_matrix"].shape == (29, 3 + 29)
+    assert result.tables["negative_counts"].shape == (29, 3 + 29)

@@ -70,10 +70,16 @@ def test_negative_encodes_once_and_decodes_all_prompts(shapes, ctx):
     assert len(records) == 10 and all(len(r["counts"]) == 5 for r in records)
     assert result.metrics["nmn"] == 0.0 and result.metrics["pccn"] == 100.0
     assert result.metrics["mae"] == 0.0 and result.metrics["n_gt_zero"] == 0
-    matrix = result.tables["negative_matrix"]
-    assert list(matrix.columns) == ["image_id", "class_name", "gt", *shapes.classes]
-    diag = [row[row["class_name"]] for _, row in matrix.iterrows()]
-    np.testing.assert_array_equal(diag, matrix["gt"])
+    wide = result.tables["negative_counts"]
+    assert list(wide.columns) == ["image_id", "class_name", "gt", *shapes.classes]
+    diag = [row[row["class_name"]] for _, row in wide.iterrows()]
+    np.testing.assert_array_equal(diag, wide["gt"])
+    long = result.tables["negative_matrix"]
+    assert list(long.columns) == ["class_name", "prompt", "image_id", "gt", "count"]
+    assert len(long) == 10 * 5
+    own = long["class_name"] == long["prompt"]
+    np.testing.assert_array_equal(long.loc[own, "count"], long.loc[own, "gt"])
+    assert (long.loc[~own, "count"] == 0).all()
     assert result.figures["negative_matrix"][:4] == b"\x89PNG"
 
 
@@ -104,15 +110,17 @@ def test_mosaic_oracle_and_class_blind(shapes, ctx):
 def test_mosaic_artifacts(shapes, ctx):
     _, result = run(PracoMosaic(n_figures=2), OracleCounter(), shapes, ctx)
     pairs = result.tables["mosaic_pairs"]
-    assert {"image_id", "class_name", "other_class", "partner_id", "gt", "upper", "lower", "single",
-            "drift"} <= set(pairs.columns)
+    assert {"image_id", "class_name", "other_class", "partner_id", "gt", "c_pos", "c_neg", "c_single",
+            "drift", "figure"} <= set(pairs.columns)
+    assert sorted(pairs["figure"].dropna()) == ["00", "01"]
     assert (pairs["class_name"] != pairs["other_class"]).all()
     assert (pairs["partner_id"].map(shapes.class_of) == pairs["other_class"]).all()
     upper = result.tables["mosaic_upper"]
     assert upper.shape == (10, 2 + 5)
     assert upper[shapes.classes].isna().sum().sum() == 10
     assert result.arrays["mosaic_cells"]["pred"].shape == (40, 8, 8)
-    assert result.figures["mosaic_samples"][:4] == b"\x89PNG"
+    assert sorted(result.figures) == ["mosaic_00", "mosaic_01"]
+    assert all(png[:4] == b"\x89PNG" for png in result.figures.values())
     schema = load_schema()
     for key in result.metrics:
         assert schema.metric(key).family == "counters"
@@ -220,9 +228,10 @@ def test_sweep_end_to_end(tmp_path):
     assert cells.loc[("oracle", "praco_mosaic"), "metrics.n_samples"] == 10 * 4
     art = next(store.glob(f"artifacts/*/{oracle_mos['run_id']}/artifacts"))
     pairs = pd.read_parquet(art / "tables" / "mosaic_pairs.parquet")
-    assert len(pairs) == 40 and (art / "figures" / "mosaic_samples.png").is_file()
+    assert len(pairs) == 40 and len(list((art / "figures").glob("mosaic_*.png"))) == 8
     neg_art = next(store.glob(f"artifacts/*/{oracle_neg['run_id']}/artifacts"))
-    assert pd.read_parquet(neg_art / "tables" / "negative_matrix.parquet").shape == (10, 3 + 5)
+    assert pd.read_parquet(neg_art / "tables" / "negative_counts.parquet").shape == (10, 3 + 5)
+    assert pd.read_parquet(neg_art / "tables" / "negative_matrix.parquet").shape == (10 * 5, 5)
 
 
 @pytest.mark.parametrize("overrides", [

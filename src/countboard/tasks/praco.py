@@ -140,11 +140,13 @@ class PracoNegative(Task):
         metrics["mean_negative_count"] = float(negatives.mean()) if negatives.size else float("nan")
         if metrics["n_gt_zero"]:
             log.warning("%d images with ground truth 0 are left out of NMN and MAPE", metrics["n_gt_zero"])
-        matrix = pd.DataFrame(counts, columns=classes)
-        matrix.insert(0, "image_id", records["image_id"].to_numpy())
-        matrix.insert(1, "class_name", records["class_name"].to_numpy())
-        matrix.insert(2, "gt", records["gt"].to_numpy())
-        return TaskResult(metrics=_finite(metrics), tables={"negative_matrix": matrix},
+        wide = pd.DataFrame(counts, columns=classes)
+        wide.insert(0, "image_id", records["image_id"].to_numpy())
+        wide.insert(1, "class_name", records["class_name"].to_numpy())
+        wide.insert(2, "gt", records["gt"].to_numpy())
+        long = wide.melt(id_vars=["image_id", "class_name", "gt"], var_name="prompt", value_name="count")
+        long = long[["class_name", "prompt", "image_id", "gt", "count"]]
+        return TaskResult(metrics=_finite(metrics), tables={"negative_matrix": long, "negative_counts": wide},
                           figures={"negative_matrix": _matrix_figure(counts, gt, classes, pos_idx)},
                           tags={"praco.n_classes": str(len(classes))})
 
@@ -182,7 +184,7 @@ class PracoMosaic(Task):
         tile_size: ``[H, W]`` both halves are resized to; default: the positive image's size.
         classes: Restrict to these classes (default: every class of the split).
         seed: Seed of the choice of negative images (default: the job's seed).
-        n_figures: Mosaics drawn in the ``mosaic_samples`` figure.
+        n_figures: Mosaics saved as ``figures/mosaic_<k>.png`` (image, density map, counts of both halves).
     """
 
     name = "praco_mosaic"
@@ -190,7 +192,7 @@ class PracoMosaic(Task):
     grid = max(GRIDS)
 
     def __init__(self, orientation: str = "vertical", tile_size: Sequence[int] | None = None,
-                 classes: Sequence[str] | None = None, seed: int | None = None, n_figures: int = 6):
+                 classes: Sequence[str] | None = None, seed: int | None = None, n_figures: int = 8):
         if orientation not in ("vertical", "horizontal"):
             raise ConfigError(f"task.orientation={orientation!r}: use vertical or horizontal")
         self.orientation = orientation
@@ -296,46 +298,50 @@ class PracoMosaic(Task):
         pred_cells = _stack(records["pred_cells"]).reshape(-1, g, g)
         gt_cells = _stack(records["gt_cells"]).reshape(-1, g, g)
         metrics.update(localized_mosaic_metrics(pred_cells, gt_cells, r))
-        pairs = records.drop(columns=["pred_cells", "gt_cells"]).copy()
+        pairs = records.drop(columns=["pred_cells", "gt_cells"]).rename(
+            columns={"upper": "c_pos", "lower": "c_neg", "single": "c_single"})
         pairs["drift"] = drift[r, c]
+        n = min(self.n_figures, len(records))
+        picks = np.linspace(0, len(records) - 1, n).round().astype(int) if n else np.zeros(0, int)
+        pairs["figure"] = None
+        figures = {}
+        for k, idx in enumerate(picks):
+            try:
+                figures[f"mosaic_{k:02d}"] = self._sample_figure(records.iloc[int(idx)], model, dataset, ctx)
+                pairs.loc[pairs.index[int(idx)], "figure"] = f"{k:02d}"
+            except Exception as exc:  # a figure never costs the metrics
+                log.warning("mosaic figure %d skipped: %s: %s", k, type(exc).__name__, exc)
         tables = {"mosaic_pairs": pairs,
                   "mosaic_upper": _matrix_table(upper, images, classes, gt),
                   "mosaic_lower": _matrix_table(lower, images, classes, gt)}
         arrays = {"mosaic_cells": {"pred": pred_cells, "gt": gt_cells,
                                    "unit_id": records["unit_id"].to_numpy().astype(str)}}
-        figures = {}
-        try:
-            figures["mosaic_samples"] = self._samples_figure(records, model, dataset, ctx)
-        except Exception as exc:  # a figure never costs the metrics
-            log.warning("mosaic sample figure skipped: %s: %s", type(exc).__name__, exc)
         return TaskResult(metrics=_finite(metrics), tables=tables, figures=figures, arrays=arrays,
                           tags={"praco.orientation": self.orientation})
 
-    def _samples_figure(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> bytes:
+    def _sample_figure(self, rec: pd.Series, model: Any, dataset: ImageDataset, ctx: RunContext) -> bytes:
+        """The mosaic of one record and its density map, titled with the counts of both halves."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         from scipy.ndimage import gaussian_filter
 
-        n = min(self.n_figures, len(records))
-        picks = np.linspace(0, len(records) - 1, n).round().astype(int) if n else []
+        mosaic, _ = self._mosaic(dataset, rec["unit_id"], ctx, {})
+        dmap = np.asarray(model.density([mosaic.item], [mosaic.item.class_name])[0], dtype=np.float64)
+        up, low = mosaic.split(dmap)
         vertical = self.orientation == "vertical"
-        fig, axes = plt.subplots(2, n, figsize=(2.4 * n, 6.4 if vertical else 3.6), squeeze=False)
-        for k, idx in enumerate(picks):
-            rec = records.iloc[int(idx)]
-            mosaic, _ = self._mosaic(dataset, rec["unit_id"], ctx, {})
-            dmap = np.asarray(model.density([mosaic.item], [mosaic.item.class_name])[0])
-            up, low = mosaic.split(dmap)
-            axes[0, k].imshow(mosaic.item.image)
-            axes[0, k].set_title(f"prompt: {mosaic.item.class_name}\ngt {rec['gt']}", fontsize=7)
-            # point-mass maps (detections, annotations) are invisible at figure scale without a blur
-            axes[1, k].imshow(gaussian_filter(dmap.astype(np.float64), sigma=max(dmap.shape) / 150), cmap="jet")
-            axes[1, k].set_title(f"top {up:.1f} | bottom {low:.1f}" if vertical else
-                                 f"left {up:.1f} | right {low:.1f}", fontsize=7)
-            for ax in axes[:, k]:
-                ax.axis("off")
-                (ax.axhline if vertical else ax.axvline)(mosaic.seam - 0.5, color="white", lw=0.8)
+        h, w = mosaic.item.size
+        fig, axes = plt.subplots(1, 2, figsize=(2 * 3.0 * w / max(h, w) + 0.4, 3.0 * h / max(h, w) + 0.6))
+        axes[0].imshow(mosaic.item.image)
+        axes[0].set_title(f"prompt: {mosaic.item.class_name}\n(gt {rec['gt']})", fontsize=7)
+        # point-mass maps (detections, annotations) are invisible at figure scale without a blur
+        axes[1].imshow(gaussian_filter(dmap, sigma=max(dmap.shape) / 150), cmap="jet")
+        halves = ("top", "bottom") if vertical else ("left", "right")
+        axes[1].set_title(f"{halves[0]} {up:.1f}\n{halves[1]} {low:.1f}", fontsize=7)
+        for ax in axes:
+            ax.axis("off")
+            (ax.axhline if vertical else ax.axvline)(mosaic.seam - 0.5, color="white", lw=0.8)
         return _png(fig)
 
 
