@@ -223,6 +223,8 @@ def test_batch_matches_single_on_larger_smooth_maps():
     maps, boxes = _random_maps(rng, 9, 64, 48)
     maps = np.cumsum(np.cumsum(maps, axis=1), axis=2)  # smooth, offset far from zero
     batch = grounding_metrics_batch(maps, boxes, chunk_size=4)
+    serial = grounding_metrics_batch(maps, boxes, chunk_size=2, workers=1)
+    assert all(np.array_equal(batch[k], serial[k]) for k in METRIC_KEYS)
     for k in range(len(maps)):
         single = grounding_metrics(maps[k], boxes[k])
         for key in METRIC_KEYS:

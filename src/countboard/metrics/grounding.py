@@ -30,6 +30,7 @@ Documented values for degenerate input:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy import ndimage
@@ -293,7 +294,7 @@ def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, n
 
 def grounding_metrics_batch(heatmaps: np.ndarray, boxes: np.ndarray, *, tau: float = 0.7, delta: float = 50,
                             normalize: bool = True, nan_policy: str = "raise",
-                            chunk_size: int = 4) -> dict[str, np.ndarray]:
+                            chunk_size: int = 4, workers: int = 2) -> dict[str, np.ndarray]:
     """Vectorised ``grounding_metrics`` over ``N`` maps of one size (same values, same documented limits).
 
     Box sums are batched matrix products with the separable box mask; the pointing-game uncertainty only needs the
@@ -308,6 +309,7 @@ def grounding_metrics_batch(heatmaps: np.ndarray, boxes: np.ndarray, *, tau: flo
         nan_policy: ``"raise"`` (ValueError naming the maps with NaN/infinite values) or ``"omit"`` (their metrics
             are NaN and ``valid`` is False).
         chunk_size: Maps per vectorised step.
+        workers: Threads working on separate chunks (1 = no threads).
 
     Returns:
         One ``(N,)`` float array per key of ``grounding_metrics`` plus the boolean ``valid``.
@@ -324,11 +326,20 @@ def grounding_metrics_batch(heatmaps: np.ndarray, boxes: np.ndarray, *, tau: flo
         raise ValueError(f"heatmaps must be a (N, H, W) array, got shape {heatmaps.shape}")
     n = heatmaps.shape[0]
     clipped = _clip_boxes(boxes, n, heatmaps.shape[1:])
-    parts = []
-    buf = _Buffers(min(chunk_size, n), *heatmaps.shape[1:])
-    for s in range(0, n, chunk_size):
-        x = np.asarray(heatmaps[s:s + chunk_size], dtype=np.float32)
-        parts.append(_chunk_metrics(x, clipped[s:s + chunk_size], tau, delta, normalize, buf))
+    starts = list(range(0, n, chunk_size))
+    workers = max(1, min(int(workers), len(starts)))
+
+    def run(share: list[int]) -> list[dict]:
+        buf = _Buffers(min(chunk_size, n), *heatmaps.shape[1:])
+        return [_chunk_metrics(np.asarray(heatmaps[s:s + chunk_size], dtype=np.float32),
+                               clipped[s:s + chunk_size], tau, delta, normalize, buf) for s in share]
+
+    shares = [starts[k * len(starts) // workers:(k + 1) * len(starts) // workers] for k in range(workers)]
+    if workers == 1:
+        parts = run(starts)
+    else:  # numpy releases the GIL in the array kernels, so threads use several cores
+        with ThreadPoolExecutor(workers) as pool:
+            parts = [p for share_parts in pool.map(run, shares) for p in share_parts]
     keys = (*METRIC_KEYS, "empty_map", "valid")
     out = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0) for k in keys}
     bad = np.flatnonzero(~out["valid"])
