@@ -11,7 +11,7 @@ import pandas as pd
 from countboard.data.base import ImageDataset, ImageItem
 from countboard.metrics.counting import classic_metrics
 from countboard.tasks.base import RunContext, Task, TaskResult
-from countboard.tasks.praco import _error, _finite, select_classes
+from countboard.tasks.praco import error_record, finite_metrics, select_classes
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +41,14 @@ class ClassicCounting(Task):
             try:
                 loaded.append(dataset.load(uid))
             except Exception as exc:
-                records[uid] = _error(uid, f"image {uid} failed to load", exc)
+                records[uid] = error_record(uid, f"image {uid} failed to load", exc)
         step = max(ctx.batch_size, 1)
         for start in range(0, len(loaded), step):
             chunk = loaded[start:start + step]
             try:
                 counts = model.count(chunk, [it.class_name for it in chunk])
             except Exception as exc:
-                records.update({it.image_id: _error(it.image_id, "counting failed", exc) for it in chunk})
+                records.update({it.image_id: error_record(it.image_id, "counting failed", exc) for it in chunk})
                 continue
             for item, count in zip(chunk, counts, strict=True):
                 records[item.image_id] = {"unit_id": item.image_id, "image_id": item.image_id,
@@ -60,4 +60,4 @@ class ClassicCounting(Task):
         metrics = classic_metrics(records["count"].to_numpy(float), records["gt"].to_numpy(float))
         if metrics["n_gt_zero"]:
             log.warning("%d images with ground truth 0 are left out of MAPE", metrics["n_gt_zero"])
-        return TaskResult(metrics=_finite(metrics))
+        return TaskResult(metrics=finite_metrics(metrics))

@@ -55,11 +55,11 @@ def select_classes(dataset: ImageDataset, classes: Sequence[str] | None) -> tupl
     return list(classes), [i for i in dataset.image_ids if dataset.class_of(i) in wanted]
 
 
-def _error(unit_id: str, what: str, exc: BaseException) -> dict:
+def error_record(unit_id: str, what: str, exc: BaseException) -> dict:
     return {"unit_id": unit_id, "error": f"{what}: {type(exc).__name__}: {exc}"}
 
 
-def _finite(metrics: dict[str, float]) -> dict[str, float]:
+def finite_metrics(metrics: dict[str, float]) -> dict[str, float]:
     """Drop undefined metrics (every ratio of an average had a zero denominator) and say so."""
     undefined = [k for k, v in metrics.items() if v is None or (isinstance(v, float) and math.isnan(v))]
     if undefined:
@@ -104,19 +104,19 @@ class PracoNegative(Task):
             try:
                 loaded.append(dataset.load(uid))
             except Exception as exc:  # unreadable image: reported, the others go on
-                records[uid] = _error(uid, f"image {uid} failed to load", exc)
+                records[uid] = error_record(uid, f"image {uid} failed to load", exc)
         for start in range(0, len(loaded), max(ctx.batch_size, 1)):
             chunk = loaded[start:start + max(ctx.batch_size, 1)]
             try:
                 features = model.encode_images(chunk)
             except Exception as exc:
-                records.update({it.image_id: _error(it.image_id, "encoding the image failed", exc) for it in chunk})
+                records.update({it.image_id: error_record(it.image_id, "encoding the image failed", exc) for it in chunk})
                 continue
             for item, feat in zip(chunk, features, strict=True):
                 try:
                     maps = model.decode([feat] * len(classes), classes)
                 except Exception as exc:
-                    records[item.image_id] = _error(item.image_id, "decoding failed", exc)
+                    records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
                     continue
                 counts = [float(m.sum()) for m in maps]
                 pos = classes.index(item.class_name)
@@ -146,7 +146,7 @@ class PracoNegative(Task):
         wide.insert(2, "gt", records["gt"].to_numpy())
         long = wide.melt(id_vars=["image_id", "class_name", "gt"], var_name="prompt", value_name="count")
         long = long[["class_name", "prompt", "image_id", "gt", "count"]]
-        return TaskResult(metrics=_finite(metrics), tables={"negative_matrix": long, "negative_counts": wide},
+        return TaskResult(metrics=finite_metrics(metrics), tables={"negative_matrix": long, "negative_counts": wide},
                           figures={"negative_matrix": _matrix_figure(counts, gt, classes, pos_idx)},
                           tags={"praco.n_classes": str(len(classes))})
 
@@ -248,7 +248,7 @@ class PracoMosaic(Task):
                         dmap = model.density([mosaic.item], [mosaic.item.class_name])[0]
                     records[uid] = self._record(uid, mosaic, other, np.asarray(dmap), dataset)
                 except Exception as exc:
-                    records[uid] = _error(uid, "counting the mosaic failed", exc)
+                    records[uid] = error_record(uid, "counting the mosaic failed", exc)
         return [records[u] for u in unit_ids]
 
     def _count_singles(self, model: Any, items: list[ImageItem], ctx: RunContext) -> None:
@@ -316,7 +316,7 @@ class PracoMosaic(Task):
                   "mosaic_lower": _matrix_table(lower, images, classes, gt)}
         arrays = {"mosaic_cells": {"pred": pred_cells, "gt": gt_cells,
                                    "unit_id": records["unit_id"].to_numpy().astype(str)}}
-        return TaskResult(metrics=_finite(metrics), tables=tables, figures=figures, arrays=arrays,
+        return TaskResult(metrics=finite_metrics(metrics), tables=tables, figures=figures, arrays=arrays,
                           tags={"praco.orientation": self.orientation})
 
     def _sample_figure(self, rec: pd.Series, model: Any, dataset: ImageDataset, ctx: RunContext) -> bytes:
