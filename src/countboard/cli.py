@@ -15,13 +15,15 @@ from countboard.errors import CountboardError
 
 _SUBCOMMANDS = [
     "countboard.tracking.commands",
+    "countboard.demo",
     "countboard.index.commands",
     "countboard.data.geckonum_import",
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="countboard", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="countboard", description="Countboard: index, browse and compare counting-centred evaluations.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _SUBCOMMANDS:

@@ -43,6 +43,8 @@ class SweepCallback(Callback):
         overrides = list(config.hydra.overrides.task)
         sweep_params = config.hydra.sweeper.get("params") or {}
         overrides += [f"{k}={v}" for k, v in sweep_params.items()]
+        for i, grid in enumerate(config.hydra.sweeper.get("grids") or []):
+            overrides += [f"grid{i}:{k}={v}" for k, v in grid.items()]
         key = sweep_hash(overrides)
         existing = self.tracker.find_runs(exp_id, {"countboard.role": "sweep", "sweep_hash": key})
         if existing:

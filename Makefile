@@ -1,0 +1,38 @@
+# Countboard — `make demo` and `make test` work on a fresh clone (they install into .venv first).
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PIP_FLAGS ?= -q
+STORE ?= mlruns
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.countboard-installed
+
+.PHONY: install demo test test-fast lint bench clean-store
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install $(PIP_FLAGS) --upgrade pip
+	$(PY) -m pip install $(PIP_FLAGS) "$(TORCH_SPEC)"
+	$(PY) -m pip install $(PIP_FLAGS) -e ".[dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	HF_HUB_OFFLINE=1 COUNTBOARD_STORE=$(STORE) $(BIN)/countboard demo
+
+test: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest
+
+test-fast: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not slow"
+
+lint: install
+	$(BIN)/ruff check src tests leaderboard benchmarks
+
+bench: install
+	@for b in benchmarks/*.py; do echo "== $$b"; HF_HUB_OFFLINE=1 $(PY) $$b || exit 1; done
+
+clean-store:
+	rm -rf $(STORE)/mlflow.db $(STORE)/artifacts $(STORE)/index.duckdb
