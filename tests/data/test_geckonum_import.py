@@ -84,7 +84,7 @@ def test_import_logs_one_run_per_generator_and_task_then_skips(geckonum_dir, tmp
     assert dalle_t3["metrics.numeracy_n_images"] == 285
     artifacts = Path(dalle_t3["artifact_uri"].removeprefix("file://"))
     assert (artifacts / "samples.parquet").is_file()
-    assert (artifacts / "tables" / "accuracy_by_prompt_type.parquet").is_file()
+    assert (artifacts / "tables" / "per_prompt_type.parquet").is_file()
     assert _run(argv) == 0
     assert "logged 0 run(s), skipped 14 already imported" in capsys.readouterr().out
     assert len(_runs(store)) == 14

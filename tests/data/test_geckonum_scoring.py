@@ -102,7 +102,11 @@ def test_confusion_rows_sum_to_one(scored):
     assert conf["prompt_number"].tolist() == list(range(1, 11))
     sums = conf.drop(columns=["prompt_number", "n"]).sum(axis=1).to_numpy()
     np.testing.assert_allclose(sums, 1.0)
-    table = summarize_units(units[units["model"] == "muse_b"], 1, n_boot=10).tables["accuracy_by_prompt_type"]
+    long = summarize_units(units[units["model"] == "muse_b"], 1, n_boot=10).tables["confusion"]
+    assert long.columns.tolist() == ["prompt_number", "answered", "share"]
+    np.testing.assert_allclose(long.groupby("prompt_number")["share"].sum().to_numpy(), 1.0)
+    assert long.loc[(long.prompt_number == 3) & (long.answered == "3"), "share"].item() == conf.loc[2, "3"]
+    table = summarize_units(units[units["model"] == "muse_b"], 1, n_boot=10).tables["per_prompt_type"]
     assert set(table["prompt_type"]) == {
         "numeric_simple", "numeric_sentence", "2-additive", "3-additive",
         "attribute-color", "2-additive-color", "attribute-spatial",

@@ -82,6 +82,21 @@ def controlled_comparisons(units: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def confusion_long(wide: pd.DataFrame) -> pd.DataFrame:
+    """``number_confusion`` output in long form: ``prompt_number``, ``answered`` (column label), ``share``.
+
+    Example:
+        >>> wide = pd.DataFrame({"prompt_number": [1], "0": [0.25], "1": [0.75], "n": [4]})
+        >>> confusion_long(wide).values.tolist()
+        [[1, '0', 0.25], [1, '1', 0.75]]
+    """
+    long = wide.drop(columns="n").melt(id_vars="prompt_number", var_name="answered", value_name="share")
+    order = {c: i for i, c in enumerate(wide.columns)}
+    long["_order"] = long["answered"].map(order)
+    long = long.sort_values(["prompt_number", "_order"], kind="stable").drop(columns="_order")
+    return long.reset_index(drop=True)
+
+
 def summarize_units(units: pd.DataFrame, task: int, n_boot: int = 2000, seed: int = 0) -> Summary:
     """Metrics and tables of one generator's scored units of one task (``geckonum_scoring`` output)."""
     values = units["correct"].to_numpy(dtype=np.float64)
@@ -89,16 +104,18 @@ def summarize_units(units: pd.DataFrame, task: int, n_boot: int = 2000, seed: in
     metrics["numeracy_n_units"] = float(len(units))
     metrics["numeracy_n_images"] = float(units["image_id"].nunique())
     metrics["numeracy_n_annotations"] = float(units["n_answers"].sum())
-    tables = {"accuracy_by_prompt_type": accuracy_table(units, "prompt_type", n_boot=n_boot, seed=seed)}
+    tables = {"per_prompt_type": accuracy_table(units, "prompt_type", n_boot=n_boot, seed=seed)}
     if task in (1, 2):
         metrics["numeracy_tie_rate"] = float((units["n_modes"] > 1).mean())
     if task == 1:
         per_image = units.groupby("image_id", sort=False)["correct"].all()
         metrics["numeracy_image_accuracy"] = float(per_image.mean())
         metrics |= controlled_comparisons(units)
-        tables["accuracy_by_number"] = accuracy_table(units, "target", n_boot=n_boot, seed=seed)
+        tables["per_number"] = accuracy_table(units, "target", n_boot=n_boot, seed=seed)
         simple = units[units["prompt_type"] == "numeric_simple"]
-        tables["number_confusion"] = number_confusion(simple["target"], simple["label"]).reset_index()
+        wide = number_confusion(simple["target"], simple["label"]).reset_index()
+        tables["number_confusion"] = wide
+        tables["confusion"] = confusion_long(wide)
     tables["units"] = units.reset_index(drop=True)
     return Summary(metrics, tables)
 
