@@ -58,6 +58,14 @@ def test_build_mosaic(orientation):
     assert (up, low) == (2.0, 1.0)
 
 
+def test_points_on_the_far_border_stay_in_their_half():
+    top = item("a", "x", 10, 10, [[10.0, 10.0], [0.0, 10.0]])
+    bottom = item("b", "y", 10, 10, [[10.0, 10.0]])
+    m = build_mosaic(top, bottom)
+    assert m.split(class_density(m.item, "x")) == (2.0, 0.0)
+    assert m.split(class_density(m.item, "y")) == (0.0, 1.0)
+
+
 def test_build_mosaic_tile_size_and_bad_orientation():
     top = item("a", "x", 10, 20, [[1.0, 1.0]])
     m = build_mosaic(top, item("b", "y", 5, 10, [[1.0, 1.0]]), tile_size=(8, 8))

@@ -109,16 +109,22 @@ def build_mosaic(positive: ImageItem, negative: ImageItem, orientation: str = "v
     offset = np.array([0.0, seam]) if vertical else np.array([seam, 0.0])
     box_offset = np.array([seam, 0, seam, 0.0]) if vertical else np.array([0, seam, 0, seam])
     image = np.concatenate([top.image, bottom.image], axis=0 if vertical else 1)
-    points = {c: np.asarray(p, np.float64).reshape(-1, 2) for c, p in top.points.items()}
+    points = {c: _inside(p, size) for c, p in top.points.items()}
     boxes = {c: np.asarray(b, np.float64).reshape(-1, 4) for c, b in top.boxes.items()}
     for c, p in bottom.points.items():
-        shifted = np.asarray(p, np.float64).reshape(-1, 2) + offset
+        shifted = _inside(p, size) + offset
         points[c] = np.concatenate([points[c], shifted]) if c in points else shifted
     for c, b in bottom.boxes.items():
         shifted = np.asarray(b, np.float64).reshape(-1, 4) + box_offset
         boxes[c] = np.concatenate([boxes[c], shifted]) if c in boxes else shifted
     item = ImageItem(f"{positive.image_id}+{negative.image_id}", image, points, boxes, positive.class_name)
     return Mosaic(item, seam, orientation, positive.image_id, negative.image_id)
+
+
+def _inside(points: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Points clipped into their tile, so that a point on the far border does not cross the seam."""
+    pts = np.asarray(points, np.float64).reshape(-1, 2)
+    return np.clip(pts, 0.0, [size[1] - 1e-3, size[0] - 1e-3])
 
 
 def _stable_hash(text: str) -> int:
