@@ -180,6 +180,20 @@ def test_nan_activations_raise_or_are_omitted():
     assert out["pg_hit"][[0, 2]].tolist() == [1.0, 1.0]
 
 
+def test_negative_values_without_normalisation_are_rejected():
+    a = np.zeros((2, 8, 8))
+    a[0, 2, 2] = 1.0
+    a[1, 2, 2] = -1.0
+    with pytest.raises(ValueError, match="non-negative"):
+        grounding_metrics(a[1], (0, 0, 4, 4), normalize=False)
+    out = grounding_metrics_batch(a, np.array([[0, 0, 4, 4]] * 2), normalize=False, nan_policy="omit")
+    assert out["valid"].tolist() == [True, False] and out["io_ratio"][0] == 1.0
+
+
+def test_box_rounds_to_nearest_pixel_edge():
+    assert clip_box((1.5, 2.49, 4.5, 6.51), (10, 10)) == (2, 2, 5, 7)
+
+
 def test_box_outside_image_raises_and_partial_box_is_clipped():
     a = np.random.default_rng(0).random((20, 30))
     with pytest.raises(ValueError, match="outside the 20x30 image"):

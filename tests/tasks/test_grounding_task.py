@@ -86,23 +86,26 @@ class _Flaky(GroundingModel):
                 m[0, 0] = np.nan
             if s.phrase == "flat":
                 m[:] = 0.3
+            if s.phrase == "small":
+                m = m[:16]
             out.append(m)
         return out
 
 
 def test_bad_units_fail_alone(tmp_path):
     img = np.zeros((32, 32, 3), np.uint8)
-    phrases = ["ok", "nan", "boom", "outside", "flat", "ok2"]
+    phrases = ["ok", "nan", "boom", "outside", "flat", "ok2", "small"]
     samples = [GroundingSample(f"u{k}", p, (40, 40, 50, 50) if p == "outside" else (4, 4, 12, 12), image=img)
                for k, p in enumerate(phrases)]
     task, records = _run(_Flaky(), GroundingDataset(samples), tmp_path, batch_size=3)
     by_id = {r["unit_id"]: r for r in records}
-    assert sorted(by_id) == [f"u{k}" for k in range(6)]
+    assert sorted(by_id) == [f"u{k}" for k in range(7)]
     assert "NaN" in by_id["u1"]["error"]
     assert by_id["u2"]["error"] == "RuntimeError: model exploded"
     assert "outside the 32x32 image" in by_id["u3"]["error"]
     assert by_id["u4"]["empty_map"] == 1.0 and by_id["u4"]["iou_soft"] == 0.0
     assert by_id["u0"]["pg_hit"] == 1.0 and by_id["u5"]["io_ratio"] == 1.0
+    assert "shape (16, 32) for an image of size (32, 32)" in by_id["u6"]["error"]
 
 
 class _BoxCounter(Counter):

@@ -41,7 +41,7 @@ METRIC_KEYS = ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "io_
 
 
 def clip_box(box: Sequence[float], shape: tuple[int, int]) -> tuple[int, int, int, int]:
-    """The box ``(y0, x0, y1, x1)`` as integers clipped to an ``(H, W)`` image.
+    """The box ``(y0, x0, y1, x1)`` rounded to the nearest pixel edges (halves up) and clipped to an ``(H, W)`` image.
 
     Raises:
         ValueError: when the box has no area or lies entirely outside the image.
@@ -53,7 +53,7 @@ def clip_box(box: Sequence[float], shape: tuple[int, int]) -> tuple[int, int, in
     if len(box) != 4:
         raise ValueError(f"box {box!r} must have 4 numbers (y0, x0, y1, x1)")
     h, w = shape
-    y0, x0, y1, x1 = (int(round(float(v))) for v in box)
+    y0, x0, y1, x1 = (int(np.floor(float(v) + 0.5)) for v in box)  # nearest pixel edge, halves up
     if y1 <= y0 or x1 <= x0:
         raise ValueError(f"box {tuple(box)} has no area: need y1 > y0 and x1 > x0 in (y0, x0, y1, x1) order")
     cy0, cx0, cy1, cx1 = max(y0, 0), max(x0, 0), min(y1, h), min(x1, w)

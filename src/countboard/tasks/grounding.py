@@ -47,6 +47,11 @@ def model_heatmaps(model: Any, samples: Sequence[GroundingSample]) -> list[np.nd
 
 
 def _record(sample: GroundingSample, heatmap: np.ndarray, tau: float, delta: float) -> dict:
+    heatmap = np.asarray(heatmap)
+    expected = sample.image.shape[:2] if sample.image is not None else sample.meta.get("image_size")
+    if expected is not None and tuple(heatmap.shape) != tuple(expected):
+        raise ValueError(f"activation map of shape {tuple(heatmap.shape)} for an image of size {tuple(expected)}: "
+                         "maps must be at image resolution for the box to line up")
     m = grounding_metrics(heatmap, sample.box, tau=tau, delta=delta)
     y0, x0, y1, x1 = sample.box
     return {"unit_id": sample.sample_id, "phrase": sample.phrase, "box_y0": float(y0), "box_x0": float(x0),
