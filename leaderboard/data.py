@@ -148,7 +148,14 @@ def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = Tr
 
 
 def run_tag(run_ids: list[str], tag: str) -> dict[str, str]:
+    """Value of tag ``tag`` per run that has it."""
     df = query(queries.TAG_VALUES, (tag, list(run_ids)))
+    return dict(zip(df.run_id, df.value, strict=True)) if not df.empty else {}
+
+
+def run_param(run_ids: list[str], key: str) -> dict[str, str]:
+    """Value of param ``key`` per run that has it."""
+    df = query(queries.PARAM_VALUES, (key, list(run_ids)))
     return dict(zip(df.run_id, df.value, strict=True)) if not df.empty else {}
 
 

@@ -34,6 +34,10 @@ TAG_VALUES = """
 SELECT run_id, value FROM tags WHERE key = ? AND run_id IN (SELECT unnest(?::VARCHAR[]))
 """
 
+PARAM_VALUES = """
+SELECT run_id, value FROM params WHERE key = ? AND run_id IN (SELECT unnest(?::VARCHAR[]))
+"""
+
 RUNS = """
 SELECT r.run_id, r.run_name, r.experiment_id, e.name AS experiment, r.status, r.family, r.model, r.model_kind,
        r.dataset, r.split, r.task, r.start_time, r.end_time, r.parent_run_id, r.config_hash

@@ -157,3 +157,13 @@ def test_readers_keep_a_consistent_snapshot(store):
     assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == n_before
     assert _q(db, "SELECT count(*) AS n FROM runs").n.iloc[0] == n_before + 1  # while the reader is open
     reader.close()
+
+
+def test_index_command_builds_then_reports_unchanged(store, capsys):
+    from countboard.cli import main
+
+    s, uri, db = store
+    assert main(["index", "--store", uri, "--db", str(db)]) == 0
+    assert f"{len(s.run_ids) + len(s.sweep_run_ids)} runs" in capsys.readouterr().out
+    assert main(["index", "--store", uri, "--db", str(db)]) == 0
+    assert "index unchanged" in capsys.readouterr().out

@@ -87,7 +87,7 @@ def specs_from_schema(models_per_family: int = 3, datasets: tuple[str, ...] = ("
         kind = fam.model_kinds[0] if fam.model_kinds else DEFAULT_KINDS.get(fam.key, "counter")
         specs.append(FamilySpec(fam.key, metrics, [f"{fam.key}_model_{i}" for i in range(models_per_family)],
                                 list(datasets), task=f"{fam.key}_task", model_kind=kind,
-                                evaluators=["eval_a", "eval_b"] if fam.key == "acs" else []))
+                                evaluators=["eval_a", "eval_b"] if "eval" in fam.key or fam.key == "acs" else []))
     return specs
 
 

@@ -1,0 +1,76 @@
+"""The statistics behind the charts, against direct loops and hand-computed cases."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import figures
+from generators import interval_keys, siblings
+
+
+def test_prob_greater_normal_hand_case():
+    p = figures.prob_greater_normal(np.array([0.6, 0.4]), np.array([0.5, 0.3]), np.array([0.7, 0.5]))
+    sd = 0.2 / (2 * stats.norm.ppf(0.95))
+    assert p[0, 1] == pytest.approx(stats.norm.cdf(0.2 / np.sqrt(2 * sd**2)))
+    assert p[0, 0] == pytest.approx(0.5)
+    assert p[0, 1] + p[1, 0] == pytest.approx(1.0)
+
+
+def test_prob_greater_normal_matches_sampling():
+    rng = np.random.default_rng(0)
+    mean = rng.uniform(0.2, 0.8, 4)
+    half = rng.uniform(0.02, 0.1, 4)
+    p = figures.prob_greater_normal(mean, mean - half, mean + half)
+    draws = rng.normal(mean[:, None], (half / figures.Z90)[:, None], size=(4, 200_000))
+    for i, j in itertools.permutations(range(4), 2):
+        assert p[i, j] == pytest.approx(np.mean(draws[i] > draws[j]), abs=0.01)
+
+
+def test_prob_greater_draws_matches_loop():
+    rng = np.random.default_rng(1)
+    d = rng.normal(size=(3, 50))
+    p = figures.prob_greater_draws(d)
+    for i, j in itertools.product(range(3), repeat=2):
+        assert p[i, j] == pytest.approx(sum(d[i, k] > d[j, k] for k in range(50)) / 50)
+
+
+def test_ranks_and_kendall_against_direct_computation():
+    rng = np.random.default_rng(2)
+    models, evaluators = [f"m{i}" for i in range(5)], ["e1", "e2", "e3"]
+    df = pd.DataFrame([(m, e, rng.random()) for m in models for e in evaluators], columns=["model", "ev", "v"])
+    r = figures.ranks(df, "model", "ev", "v", higher_is_better=True)
+    for e in evaluators:
+        part = df[df.ev == e]
+        order = sorted(part.itertuples(), key=lambda t: -t.v)
+        expected = {t.model: i + 1 for i, t in enumerate(order)}
+        got = dict(zip(r[r.ev == e].model, r[r.ev == e]["rank"], strict=True))
+        assert got == expected
+    tau = figures.kendall_between(r, "model", "ev")
+    for a, b in itertools.combinations(evaluators, 2):
+        ra = [r[(r.ev == a) & (r.model == m)]["rank"].iloc[0] for m in models]
+        rb = [r[(r.ev == b) & (r.model == m)]["rank"].iloc[0] for m in models]
+        pairs = list(itertools.combinations(range(5), 2))
+        concordant = sum(np.sign(ra[i] - ra[j]) == np.sign(rb[i] - rb[j]) for i, j in pairs)
+        assert tau.loc[a, b] == pytest.approx((2 * concordant - len(pairs)) / len(pairs))
+    assert np.allclose(np.diag(tau), 1.0)
+
+
+def test_lower_is_better_ranks_ascending():
+    df = pd.DataFrame({"model": ["a", "b", "c"], "ev": ["x"] * 3, "mae": [3.0, 1.0, 2.0]})
+    assert list(figures.ranks(df, "model", "ev", "mae", higher_is_better=False)["rank"]) == [3, 1, 2]
+
+
+def test_interval_and_sibling_keys_follow_naming():
+    keys = ["autoeval_bcc_rate", "autoeval_bcc_rate_low", "autoeval_bcc_rate_high", "autoeval_cc_rate",
+            "autoeval_human_rate", "autoeval_n_images", "numeracy_accuracy", "numeracy_accuracy_ci_low",
+            "numeracy_accuracy_ci_high"]
+    assert interval_keys(keys, "autoeval_bcc_rate") == ("autoeval_bcc_rate_low", "autoeval_bcc_rate_high")
+    assert interval_keys(keys, "numeracy_accuracy") == ("numeracy_accuracy_ci_low", "numeracy_accuracy_ci_high")
+    assert interval_keys(keys, "autoeval_cc_rate") is None
+    got = siblings(keys, "autoeval_bcc_rate", ("autoeval_bcc_rate_low", "autoeval_bcc_rate_high"))
+    assert got == ["autoeval_cc_rate", "autoeval_human_rate"]
