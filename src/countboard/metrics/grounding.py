@@ -235,6 +235,28 @@ class _Buffers:
         self.d = np.empty((n, h, w), dtype=np.float32)
 
 
+def _mass_sums(a: np.ndarray, boxes: np.ndarray, buf: _Buffers) -> tuple[np.ndarray, ...]:
+    """Per map: mass inside the box, total mass, the same for ``a >= 0.5``, and ``Σ A·max(D, 0)``.
+
+    The box mask is separable (rows × columns), so box sums are one batched matrix product with the column mask
+    (and a column of ones for the totals) followed by a dot product with the row mask.
+    """
+    n, h, w = a.shape
+    rows, cols = np.arange(h), np.arange(w)
+    y0, x0, y1, x1 = (boxes[:, k, None] for k in range(4))
+    row_in = ((rows >= y0) & (rows < y1)).astype(np.float64)
+    probe = np.stack([((cols >= x0) & (cols < x1)).astype(np.float32), np.ones((n, w), np.float32)], axis=2)
+    sums = (a @ probe).astype(np.float64)
+    binary = np.greater_equal(a, BINARY_THRESHOLD, out=buf.b[:n], casting="unsafe")
+    bsums = (binary @ probe).astype(np.float64)
+    dy = np.maximum(np.maximum(y0 - rows, rows - y1), 0).astype(np.float32)
+    dx = np.maximum(np.maximum(x0 - cols, cols - x1), 0).astype(np.float32)
+    dist = np.maximum(dy[:, :, None], dx[:, None, :], out=buf.d[:n]).reshape(n, 1, h * w)
+    penalty = (dist @ a.reshape(n, h * w, 1))[:, 0, 0].astype(np.float64)
+    return (np.einsum("nh,nh->n", row_in, sums[:, :, 0]), sums[:, :, 1].sum(axis=1),
+            np.einsum("nh,nh->n", row_in, bsums[:, :, 0]), bsums[:, :, 1].sum(axis=1), penalty)
+
+
 def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, normalize: bool,
                    buf: _Buffers) -> dict:
     n, h, w = x.shape
@@ -252,24 +274,11 @@ def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, n
     scale = np.where(empty, 0, 1 / np.where(empty, 1, span)) if normalize else np.where(valid, 1.0, 0.0)
     a = np.subtract(x, lo[:, None, None].astype(np.float32), out=buf.a[:n])
     a *= scale[:, None, None].astype(np.float32)
-    rows, cols = np.arange(h), np.arange(w)
-    y0, x0, y1, x1 = (boxes[:, k, None] for k in range(4))
-    row_in = ((rows >= y0) & (rows < y1)).astype(np.float64)
-    probe = np.stack([((cols >= x0) & (cols < x1)).astype(np.float32), np.ones((n, w), np.float32)], axis=2)
-    sums = (a @ probe).astype(np.float64)
-    s_in = np.einsum("nh,nh->n", row_in, sums[:, :, 0])
-    total = sums[:, :, 1].sum(axis=1)
-    binary = np.greater_equal(a, BINARY_THRESHOLD, out=buf.b[:n], casting="unsafe")
-    bsums = (binary @ probe).astype(np.float64)
-    b_in = np.einsum("nh,nh->n", row_in, bsums[:, :, 0])
-    b_total = bsums[:, :, 1].sum(axis=1)
-    area = ((y1 - y0) * (x1 - x0))[:, 0].astype(np.float64)
-    dy = np.maximum(np.maximum(y0 - rows, rows - y1), 0).astype(np.float32)
-    dx = np.maximum(np.maximum(x0 - cols, cols - x1), 0).astype(np.float32)
-    dist = np.maximum(dy[:, :, None], dx[:, None, :], out=buf.d[:n]).reshape(n, 1, h * w)
-    penalty = (dist @ a.reshape(n, h * w, 1))[:, 0, 0].astype(np.float64)
+    s_in, total, b_in, b_total, penalty = _mass_sums(a, boxes, buf)
+    y0, x0, y1, x1 = (boxes[:, k] for k in range(4))
+    area = ((y1 - y0) * (x1 - x0)).astype(np.float64)
     fy, fx = first // w, first % w
-    hit = (fy >= y0[:, 0]) & (fy < y1[:, 0]) & (fx >= x0[:, 0]) & (fx < x1[:, 0]) & ~empty
+    hit = (fy >= y0) & (fy < y1) & (fx >= x0) & (fx < x1) & ~empty
     uncertain = np.zeros(n)
     top = np.where(normalize, 1.0, xmax)
     for k in np.flatnonzero(valid & ~empty & (top > tau) & (first != last)):
