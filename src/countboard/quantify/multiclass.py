@@ -1,0 +1,103 @@
+"""Multi-class BCC: prevalence of L labels from a classifier calibrated on human labels.
+
+With the ``(L, L)`` confusion matrix ``C`` of the ``B`` labelled items (row: human label, column: classifier
+label) and the classifier's label counts ``s`` on the ``n_m`` unlabelled items::
+
+    pi       ~ Dirichlet(C.sum(axis=1) + 1)          prevalence of the human labels
+    theta[l] ~ Dirichlet(C[l] + 1)                   classifier label given human label l
+    s        ~ Multinomial(n_m, pi @ theta)
+
+With two labels ordered ``[failure, success]`` (``C = [[tn, fp], [fn, tp]]``) this is the binary model of ``bcc``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import arviz as az
+import numpy as np
+import pymc as pm
+
+from countboard.quantify.bcc import RHAT_MAX, SamplerConfig, _quiet_pymc
+from countboard.quantify.errors import BCCWarning, QuantifyInputError
+
+
+@dataclass
+class MultiClassFit:
+    """Draws of the prevalence vector and their diagnostics.
+
+    Attributes:
+        labels: Label names, in the order of the last axis of ``draws``.
+        draws: ``(chains * draws, L)`` posterior draws of ``pi``.
+        rhat: ``(L,)`` R-hat of each prevalence.
+        ess: ``(L,)`` bulk ESS of each prevalence.
+        idata: The ArviZ InferenceData.
+    """
+
+    labels: list[str]
+    draws: np.ndarray
+    rhat: np.ndarray
+    ess: np.ndarray
+    idata: az.InferenceData
+
+
+def _validate(confusion, s_unlabelled, labels) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    conf = np.asarray(confusion)
+    s = np.asarray(s_unlabelled)
+    if conf.ndim != 2 or conf.shape[0] != conf.shape[1] or conf.shape[0] < 2:
+        raise QuantifyInputError(f"confusion must be a square (L, L) matrix with L >= 2, got shape {conf.shape}")
+    if s.shape != (conf.shape[0],):
+        raise QuantifyInputError(f"s_unlabelled must hold one count per label ({conf.shape[0]}), got {s.shape}")
+    for name, arr in (("confusion", conf), ("s_unlabelled", s)):
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr != np.round(arr)):
+            raise QuantifyInputError(f"{name} must hold non-negative whole counts")
+    if conf.sum() == 0:
+        raise QuantifyInputError("the confusion matrix is empty (B = 0): label a random subset of the items")
+    if s.sum() == 0:
+        raise QuantifyInputError("no item without a human label (n_m = 0): use the Dirichlet of the human counts")
+    names = [str(x) for x in (labels if labels is not None else range(conf.shape[0]))]
+    if len(names) != conf.shape[0]:
+        raise QuantifyInputError(f"{len(names)} label names for {conf.shape[0]} labels")
+    empty = [names[i] for i in np.flatnonzero(conf.sum(axis=1) == 0)]
+    if empty:
+        warnings.warn(f"no human label {empty} among the calibration labels: their confusion rows keep the "
+                      "uniform Dirichlet prior", BCCWarning, stacklevel=3)
+    return conf.astype(np.int64), s.astype(np.int64), names
+
+
+def fit_bcc_multiclass(confusion, s_unlabelled, *, labels: Sequence[str] | None = None,
+                       sampler: SamplerConfig | None = None) -> MultiClassFit:
+    """Posterior of the label prevalences (see the module docstring for the model).
+
+    Args:
+        confusion: ``(L, L)`` counts on the labelled items, rows = human label, columns = classifier label.
+        s_unlabelled: ``(L,)`` classifier label counts on the items without a human label.
+        labels: Label names (default ``"0" .. "L-1"``).
+        sampler: Sampler settings.
+
+    Example:
+        >>> fit = fit_bcc_multiclass([[30, 5, 5], [4, 20, 6], [2, 3, 25]], [3000, 3000, 3900],
+        ...                          sampler=SamplerConfig(draws=200, tune=200))  # doctest: +SKIP
+        >>> fit.draws.shape  # doctest: +SKIP
+        (400, 3)
+    """
+    conf, s, names = _validate(confusion, s_unlabelled, labels)
+    cfg = sampler or SamplerConfig()
+    with pm.Model(coords={"label": names, "predicted": names}):
+        pi = pm.Dirichlet("pi", a=conf.sum(axis=1).astype(np.float64) + 1, dims="label")
+        theta = pm.Dirichlet("theta", a=conf.astype(np.float64) + 1, dims=("label", "predicted"))
+        pm.Multinomial("s_m", n=int(s.sum()), p=pm.math.dot(pi, theta), observed=s, dims="predicted")
+        with _quiet_pymc(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*BLAS.*")
+            idata = pm.sample(draws=cfg.draws, tune=cfg.tune, chains=cfg.chains, cores=cfg.cores,
+                              random_seed=cfg.seed, target_accept=cfg.target_accept, progressbar=False,
+                              compute_convergence_checks=False)
+    draws = idata.posterior["pi"].stack(sample=("chain", "draw")).transpose("sample", "label").values
+    ess = az.ess(idata, var_names=["pi"])["pi"].values
+    rhat = az.rhat(idata, var_names=["pi"])["pi"].values if cfg.chains > 1 else np.full(len(names), np.nan)
+    if np.any(rhat > RHAT_MAX):
+        warnings.warn(f"R-hat of the prevalences {np.round(rhat, 3).tolist()} exceeds {RHAT_MAX}; draw more "
+                      "samples", BCCWarning, stacklevel=2)
+    return MultiClassFit(labels=names, draws=draws, rhat=rhat, ess=ess, idata=idata)
