@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 import countboard
-from countboard.errors import ConfigError
+from countboard.errors import ConfigError, CountboardError
 from countboard.schema import load_schema
 from countboard.tasks.base import RunContext, Task, TaskResult
 from countboard.tracking import Tracker, tracker_from_config
@@ -90,16 +90,19 @@ def _node_meta(cfg: DictConfig, group: str) -> dict[str, Any]:
     return {k: node.get(k) for k in META_KEYS if k in node}
 
 
-def instantiate_node(cfg: DictConfig, group: str, **extra: Any) -> Any:
-    """``hydra.utils.instantiate`` of ``cfg[group]`` without its metadata keys, with a clear error on bad keys."""
+def check_node(cfg: DictConfig, group: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The keyword arguments of ``cfg[group]`` (metadata removed), checked against its ``_target_``'s signature."""
     import inspect
 
-    from hydra.utils import get_class, instantiate
+    from hydra.utils import get_class
 
     node = OmegaConf.to_container(cfg[group], resolve=True)
     for k in META_KEYS:
         node.pop(k, None)
-    cls = get_class(node["_target_"])
+    try:
+        cls = get_class(node["_target_"])
+    except Exception as exc:
+        raise ConfigError(f"{group}._target_={node['_target_']!r} cannot be imported: {exc}") from exc
     params = inspect.signature(cls.__init__).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         valid = sorted(p for p in params if p != "self")
@@ -107,7 +110,26 @@ def instantiate_node(cfg: DictConfig, group: str, **extra: Any) -> Any:
         if unknown:
             raise ConfigError(f"{group}.{unknown[0]} is not a parameter of {node['_target_']}; "
                               f"valid keys: {', '.join(k for k in valid if k not in extra)}")
-    return instantiate(node, **extra, _convert_="all")
+        missing = [p.name for p in params.values() if p.name != "self" and p.default is inspect.Parameter.empty
+                   and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in node
+                   and p.name not in extra]
+        if missing:
+            raise ConfigError(f"{group} needs `{missing[0]}` for {node['_target_']}: add {group}.{missing[0]}=…")
+    return node
+
+
+def instantiate_node(cfg: DictConfig, group: str, **extra: Any) -> Any:
+    """``hydra.utils.instantiate`` of ``cfg[group]`` without its metadata keys, with a clear error on bad keys."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(check_node(cfg, group, tuple(extra)), **extra, _convert_="all")
+    except InstantiationException as exc:  # surface our own message, not Hydra's wrapper text
+        cause = exc.__cause__
+        if isinstance(cause, CountboardError):
+            raise cause from None
+        raise
 
 
 class Cell:

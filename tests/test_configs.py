@@ -1,0 +1,42 @@
+"""Every option of every config group composes, and its node matches the class it builds."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from countboard.config import register_configs
+from countboard.engine import check_node, config_hash
+from countboard.paths import conf_dir
+
+GROUPS = ("model", "dataset", "task", "tracking", "experiment")
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def hydra_init():
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        yield
+    GlobalHydra.instance().clear()
+
+
+@pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in options(g)])
+def test_every_option_composes(hydra_init, group, option):
+    cfg = compose("config", overrides=[f"{group}={option}"])
+    for node in ("model", "dataset", "task"):
+        extra = ("device",) if node == "model" else ()
+        check_node(cfg, node, extra)
+        assert cfg[node].name, f"{group}={option}: {node} has no name"
+    assert cfg.model.kind in {"counter", "generator", "evaluator", "vlm", "text_generator", "classifier", "human"}
+    assert len(config_hash(cfg)) == 16
+
+
+def test_every_group_has_options():
+    for group in ("model", "dataset", "task", "tracking"):
+        assert options(group), group
