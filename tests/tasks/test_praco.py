@@ -98,6 +98,7 @@ def test_mosaic_oracle_and_class_blind(shapes, ctx):
     for key in ("cnt_precision", "cnt_recall", "cnt_f1", "cnt_f1_of_means", "loc_f1_micro_8x8", "loc_f1_macro_2x2"):
         assert oracle.metrics[key] == 1.0, key
     assert oracle.metrics["count_drift_mean"] == 0.0
+    assert (oracle.metrics["mosaic_io_ratio"], oracle.metrics["mosaic_wdp"]) == (1.0, 0.0)  # all mass on top
     _, blind = run(PracoMosaic(n_figures=0), ClassBlindCounter(), shapes, ctx)
     pairs = blind.tables["mosaic_pairs"]
     expected_p = (pairs["gt"] / (pairs["gt"] + pairs["partner_id"].map(shapes.count_of))).groupby(
@@ -105,6 +106,10 @@ def test_mosaic_oracle_and_class_blind(shapes, ctx):
     assert blind.metrics["cnt_precision"] == pytest.approx(expected_p)
     assert blind.metrics["cnt_recall"] == 1.0
     assert blind.metrics["loc_precision_micro_4x4"] == pytest.approx(expected_p)
+    # io_ratio = sigmoid(log(S_in / S_out)) = S_in / (S_in + S_out) per mosaic, averaged over mosaics
+    share = pairs["gt"] / (pairs["gt"] + pairs["partner_id"].map(shapes.count_of))
+    assert blind.metrics["mosaic_io_ratio"] == pytest.approx(share.mean())
+    assert blind.metrics["mosaic_wdp"] > 0
 
 
 def test_mosaic_artifacts(shapes, ctx):

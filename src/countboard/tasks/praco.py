@@ -28,6 +28,7 @@ from countboard.metrics.counting import (
     negative_label_metrics,
     pool_grid,
 )
+from countboard.metrics.grounding import mosaic_grounding
 from countboard.tasks.base import RunContext, Task, TaskResult
 
 log = logging.getLogger(__name__)
@@ -268,7 +269,8 @@ class PracoMosaic(Task):
         pts = np.asarray(item.points.get(item.class_name, np.zeros((0, 2)))).reshape(-1, 2)
         axis = 1 if self.orientation == "vertical" else 0
         gt_map = points_to_density(pts[pts[:, axis] < mosaic.seam], item.size)
-        return {
+        grounding = mosaic_grounding(dmap, mosaic.seam, self.orientation)  # positive half as the box
+        return {**grounding,
             "unit_id": uid, "image_id": mosaic.positive_id, "class_name": item.class_name, "other_class": other,
             "partner_id": mosaic.negative_id, "gt": int(dataset.count_of(mosaic.positive_id)),
             "upper": upper, "lower": lower, "single": self._single[mosaic.positive_id],
@@ -294,6 +296,9 @@ class PracoMosaic(Task):
         defined = drift[~np.isnan(drift)]
         metrics["count_drift_mean"] = float(defined.mean()) if defined.size else float("nan")
         metrics["count_drift_median"] = float(np.median(defined)) if defined.size else float("nan")
+        for key in ("mosaic_io_ratio", "mosaic_wdp"):
+            if key in records:
+                metrics[key] = float(records[key].mean())
         g = self.grid
         pred_cells = _stack(records["pred_cells"]).reshape(-1, g, g)
         gt_cells = _stack(records["gt_cells"]).reshape(-1, g, g)
