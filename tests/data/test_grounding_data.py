@@ -162,3 +162,12 @@ def test_synthetic_grounding_rejects_impossible_settings():
         SyntheticGrounding(n_samples=1, objects_range=(2, 12))
     with pytest.raises(ConfigError, match="cannot place"):
         SyntheticGrounding(n_samples=1, image_size=(40, 40), objects_range=(4, 4), size_range=(30, 30))
+
+
+@pytest.mark.parametrize("module", ["countboard.data.grounding", "countboard.data.synthetic_grounding"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0

@@ -128,3 +128,13 @@ def test_bad_target_layer_is_a_config_error(tiny_clip_dir):
 def test_token_gradcam_rejects_wrong_grid():
     with pytest.raises(ValueError, match="do not fill a 3x3 grid"):
         token_gradcam(torch.zeros(1, 5, 2), torch.zeros(1, 5, 2), (3, 3))
+
+
+@pytest.mark.parametrize("module", ["countboard.models.gradcam", "countboard.models.clip_gradcam",
+                                    "countboard.models.blip_gradcam", "countboard.models.grounding_baselines"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
