@@ -1,0 +1,148 @@
+"""BCC model: input rules, and the PyMC posterior against a direct grid integration of the same model."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from countboard.quantify import (
+    BCCWarning,
+    QuantifyInputError,
+    SamplerConfig,
+    bcc_posterior,
+    fit_bcc,
+    fit_bcc_batch,
+)
+from countboard.quantify.bcc import validate_counts
+
+FAST = SamplerConfig(draws=500, tune=500, chains=2, seed=3)
+
+# (tp, fn, fp, tn, s_m, n_m): typical; no human positive; no human negative; few unlabelled items
+CELLS = np.array([
+    [40, 10, 5, 45, 4500, 9900],
+    [0, 0, 20, 80, 2000, 9900],
+    [30, 5, 0, 0, 7900, 9900],
+    [12, 3, 4, 11, 40, 70],
+])
+
+
+def grid_posterior(tp, fn, fp, tn, s_m, n_m, n_p=300, n_t=160, n_f=600):
+    """Posterior mean and 5% / 95% quantiles of p by summing the joint density over a (p, tpr, fpr) grid.
+
+    Each axis spans its prior's central 1 - 2e-12 mass, wide enough for the likelihood to pull a rate into its
+    prior's tail, and fine enough to resolve the likelihood, which is narrow in tpr p + fpr (1 - p).
+    """
+    s_h, b = tp + fn, tp + fn + fp + tn
+
+    def axis(a, bb, n):
+        lo, hi = stats.beta.ppf([1e-12, 1 - 1e-12], a, bb)
+        x = np.linspace(lo, hi, n)
+        return x, stats.beta.logpdf(x, a, bb)
+
+    p, lp = axis(s_h + 1, b - s_h + 1, n_p)
+    t, lt = axis(tp + 1, fn + 1, n_t)
+    f, lf = axis(fp + 1, tn + 1, n_f)
+    prior_tf = lt[:, None] + lf[None, :]
+    log_marg = np.empty(n_p)
+    for i, pi in enumerate(p):
+        q = np.clip(t[:, None] * pi + f[None, :] * (1 - pi), 1e-300, 1 - 1e-16)
+        ll = s_m * np.log(q) + (n_m - s_m) * np.log1p(-q) + prior_tf  # binomial up to a constant
+        m = ll.max()
+        log_marg[i] = lp[i] + m + np.log(np.exp(ll - m).sum())
+    w = np.exp(log_marg - log_marg.max())
+    w /= w.sum()
+    cdf = np.cumsum(w)
+    return float(np.dot(w, p)), float(np.interp(0.05, cdf, p)), float(np.interp(0.95, cdf, p))
+
+
+@pytest.fixture(scope="module")
+def batch_fit():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BCCWarning)
+        return fit_bcc_batch(*CELLS.T, cells=["typical", "no_pos", "no_neg", "small"], sampler=FAST)
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    return [grid_posterior(*row) for row in CELLS]
+
+
+def test_grid_oracle_recovers_conjugate_case():
+    # s_m = 0 of n_m = 1 with tpr and fpr both certain-ish is not conjugate, so check the limit with no
+    # unlabelled information instead: a classifier with tpr = fpr carries none, leaving the human posterior.
+    mean, lo, hi = grid_posterior(0, 0, 0, 0, 0, 0)  # n_m = 0: binomial pmf is 1 everywhere
+    assert mean == pytest.approx(0.5, abs=1e-3)
+    mean, lo, hi = grid_posterior(30, 0, 20, 0, 0, 0)
+    assert mean == pytest.approx(31 / 52, abs=2e-3)
+    assert (lo, hi) == pytest.approx(tuple(stats.beta.ppf([0.05, 0.95], 31, 21)), abs=3e-3)
+
+
+def test_batch_matches_direct_integration(batch_fit, oracle):
+    assert batch_fit.draws.shape == (4, FAST.chains * FAST.draws)
+    assert batch_fit.cells == ["typical", "no_pos", "no_neg", "small"]
+    for k, (mean, lo, hi) in enumerate(oracle):
+        draws = batch_fit.draws[k]
+        assert draws.mean() == pytest.approx(mean, abs=0.01), k
+        assert np.quantile(draws, [0.05, 0.95]) == pytest.approx([lo, hi], abs=0.02), k
+    assert np.all(batch_fit.ess > 50)
+    assert np.all(np.isfinite(batch_fit.rhat))
+
+
+def test_single_cell_fit_matches_batch_and_oracle(batch_fit, oracle):
+    fit = fit_bcc(*CELLS[0], sampler=SamplerConfig(draws=500, tune=500, chains=2, seed=11))
+    assert fit.draws.shape == (1, 1000)
+    assert fit.draws[0].mean() == pytest.approx(batch_fit.draws[0].mean(), abs=0.01)
+    assert fit.draws[0].mean() == pytest.approx(oracle[0][0], abs=0.01)
+    assert fit.idata.posterior["p"].dims == ("chain", "draw", "cell")
+
+
+def test_batch_corrects_classify_and_count(batch_fit, oracle):
+    # typical cell: classifier rate 0.4545, tpr ~0.8, fpr ~0.1 -> p ~ (0.4545 - 0.1) / 0.7 ~ 0.51
+    assert batch_fit.draws[0].mean() == pytest.approx(0.51, abs=0.03)
+    # no human positive and a classifier rate equal to its FPR: p stays near its human posterior Beta(1, 101)
+    assert batch_fit.draws[1].mean() < 0.03
+
+
+def test_idata_has_diagnostic_inputs(batch_fit):
+    idata = batch_fit.idata
+    assert set(idata.posterior.data_vars) >= {"p", "tpr", "fpr"}
+    assert list(idata.posterior.coords["cell"].values) == batch_fit.cells
+    assert "diverging" in idata.sample_stats
+
+
+def test_tp_fn_zero_warns_but_fits():
+    with pytest.warns(BCCWarning, match="no human positive"):
+        counts = validate_counts(0, 0, 20, 80, 300, 9900)
+    assert counts["tp"].tolist() == [0]
+    with pytest.warns(BCCWarning, match="no human negative"):
+        validate_counts(30, 5, 0, 0, 7900, 9900)
+
+
+@pytest.mark.parametrize("counts,match", [
+    ((0, 0, 0, 0, 10, 100), "no human label"),
+    ((5, 5, 5, 5, 0, 0), "n_m = 0"),
+    ((-1, 5, 5, 5, 10, 100), "negative"),
+    ((5, 5, 5, 5, 10, -100), "negative"),  # more human labels than items: n_m = N - B < 0
+    ((5, 5, 5, 5, 101, 100), "s_m > n_m"),
+    ((5.5, 5, 5, 5, 10, 100), "whole counts"),
+    ((np.nan, 5, 5, 5, 10, 100), "finite"),
+    (([1, 2], [1, 2, 3], 5, 5, 10, 100), "different lengths"),
+])
+def test_bad_input_raises_clear_errors(counts, match):
+    with pytest.raises(QuantifyInputError, match=match):
+        validate_counts(*counts)
+    with pytest.raises(QuantifyInputError):
+        bcc_posterior(*counts, draws=10) if np.ndim(counts[0]) == 0 else fit_bcc_batch(*counts)
+
+
+def test_fit_bcc_refuses_arrays():
+    with pytest.raises(QuantifyInputError, match="scalar"):
+        fit_bcc([1, 2], 1, 1, 1, 1, 10)
+
+
+def test_cell_names_must_be_distinct():
+    with pytest.raises(QuantifyInputError, match="distinct"):
+        fit_bcc_batch(*CELLS[[0, 3]].T, cells=["a", "a"])
