@@ -23,14 +23,21 @@ def tiny_clip_tokenizer():
 
 
 def tiny_bert_tokenizer(tmp_path):
-    """A word-piece BERT tokenizer over a handful of words and all lowercase letters."""
+    """A word-piece BERT tokenizer over a handful of words and all lowercase letters.
+
+    Special tokens sit at their ids in ``bert-base-uncased`` ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, "." 1012):
+    Grounding DINO finds phrase boundaries by those ids.
+    """
     from transformers import BertTokenizer
 
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "a", "red", "blue", "green", "circle", "square",
-             "triangle", "circles", "squares", "apples", "zebras", "cat", "dog"]
-    letters = list("abcdefghijklmnopqrstuvwxyz") + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
+    vocab = [f"[unused{i}]" for i in range(1030)]
+    vocab[0], vocab[100], vocab[101], vocab[102], vocab[103], vocab[1012] = \
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."
+    words = ["a", "red", "blue", "green", "circle", "square", "triangle", "circles", "squares", "apples", "zebras",
+             "cat", "dog"] + list("bcdefghijklmnopqrstuvwxyz") + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
+    vocab[200:200 + len(words)] = words
     vocab_file = tmp_path / "vocab.txt"
-    vocab_file.write_text("\n".join(dict.fromkeys(words + letters)) + "\n")
+    vocab_file.write_text("\n".join(vocab) + "\n")
     return BertTokenizer(vocab_file=str(vocab_file))
 
 
@@ -76,6 +83,35 @@ def tiny_clipseg_dir(tmp_path_factory):
     CLIPSegForImageSegmentation(config).save_pretrained(path)
     image_processor = ViTImageProcessor(size={"height": 64, "width": 64}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
     CLIPSegProcessor(image_processor=image_processor, tokenizer=tok).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_grounding_dino_dir(tmp_path_factory):
+    from transformers import (
+        GroundingDinoConfig,
+        GroundingDinoForObjectDetection,
+        GroundingDinoImageProcessor,
+        GroundingDinoProcessor,
+        SwinConfig,
+    )
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny_grounding_dino")
+    tok = tiny_bert_tokenizer(path)
+    backbone = SwinConfig(image_size=64, patch_size=4, embed_dim=8, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1],
+                          window_size=4, out_indices=[2, 3, 4])
+    config = GroundingDinoConfig(
+        backbone_config=backbone, use_timm_backbone=False, use_pretrained_backbone=False,
+        text_config=dict(model_type="bert", vocab_size=len(tok), hidden_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64),
+        d_model=32, encoder_layers=1, decoder_layers=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        encoder_attention_heads=2, decoder_attention_heads=2, num_queries=20, num_feature_levels=4,
+        encoder_n_points=1, decoder_n_points=1, max_text_len=32,
+    )
+    GroundingDinoForObjectDetection(config).save_pretrained(path)
+    image_processor = GroundingDinoImageProcessor(size={"shortest_edge": 64, "longest_edge": 96})
+    GroundingDinoProcessor(image_processor=image_processor, tokenizer=tok).save_pretrained(path)
     return path
 
 
