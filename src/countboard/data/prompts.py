@@ -295,3 +295,80 @@ def generate_prompts(
             entities = tuple(Entity(n, str(v)) for n, v in ents)
             specs.append(PromptSpec(first_id + len(specs), text, kind, entities, w.used_words, frequent))
     return specs
+
+
+def specs_frame(specs: Sequence[PromptSpec]) -> pd.DataFrame:
+    """Prompts in the shape ``read_prompts`` returns (index ``prompt_id``), for scoring annotations of them."""
+    from countboard.data.geckonum import PROMPT_TYPES_BY_TASK
+
+    task_of = {t: k for k, ts in PROMPT_TYPES_BY_TASK.items() for t in ts}
+    return pd.DataFrame(
+        {
+            "prompt": [s.prompt for s in specs],
+            "prompt_type": [s.prompt_type for s in specs],
+            "dataset_id": [f"geckonum_{s.prompt_id:05d}" for s in specs],
+            "has_numeral": [s.has_numeral for s in specs],
+            "is_frequent": [s.is_frequent for s in specs],
+            "entities": [[(e.noun, e.number) for e in s.entities] for s in specs],
+            "task": [task_of[s.prompt_type] for s in specs],
+        },
+        index=pd.Index([s.prompt_id for s in specs], name="prompt_id"),
+    )
+
+
+class PromptSet:
+    """A list of ``PromptSpec`` with lookup by id: what the generator tasks take as their dataset."""
+
+    def __init__(self, specs: Sequence[PromptSpec]):
+        ids = [s.prompt_id for s in specs]
+        if len(set(ids)) != len(ids):
+            raise ConfigError("prompt ids must be unique within a prompt set")
+        self.specs = list(specs)
+        self.by_id = {s.prompt_id: s for s in self.specs}
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def frame(self) -> pd.DataFrame:
+        return specs_frame(self.specs)
+
+
+class GeckoNumPromptSet(PromptSet):
+    """GeckoNum's ``prompts.csv`` (by default the exact-count prompts of Task 1).
+
+    Args:
+        root: Folder with ``prompts.csv`` (``${data_dir}/geckonum``).
+        types: Prompt types to keep (default: the seven types of Task 1).
+        max_prompts: Keep the first N prompts after filtering.
+    """
+
+    def __init__(self, root: str, types: Sequence[str] | None = None, max_prompts: int | None = None):
+        from countboard.data.geckonum import PROMPT_TYPES_BY_TASK, read_prompts
+
+        specs = from_geckonum(read_prompts(root), types if types is not None else PROMPT_TYPES_BY_TASK[1])
+        super().__init__(specs[:max_prompts] if max_prompts is not None else specs)
+
+
+class TemplatePromptSet(PromptSet):
+    """Prompts from ``generate_prompts``; ``shape_classes=True`` uses the synthetic-shapes classes as nouns.
+
+    Args:
+        types: Prompt types.
+        n_per_type: Prompts per type.
+        nouns: Nouns to use (singular); default the paper's, or the shape classes.
+        shape_classes: Use the first ``n_classes`` synthetic-shapes classes as nouns (drawable by the procedural
+            generator).
+        n_classes: How many shape classes.
+        numbers: Numbers to draw from (default each type's range).
+        words_prob: Probability of writing a number as a word.
+        seed: Seed of the template choices.
+    """
+
+    def __init__(self, types: Sequence[str] = EXACT_TYPES[:4], n_per_type: int = 10, nouns: Sequence[str] | None = None,
+                 shape_classes: bool = False, n_classes: int = 10, numbers: Sequence[int] | None = None,
+                 words_prob: float = 0.5, seed: int = 0):  # fmt: skip
+        if shape_classes:
+            from countboard.data.synthetic_shapes import SHAPE_CLASSES
+
+            nouns = [singular(c) for c in list(SHAPE_CLASSES)[:n_classes]]
+        super().__init__(generate_prompts(types, n_per_type, nouns, numbers, words_prob, seed))

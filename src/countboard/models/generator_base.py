@@ -36,6 +36,7 @@ class GeneratedImage:
         seed: The generation seed.
         image: ``(H, W, 3)`` uint8 RGB.
         drawn_counts: Objects actually drawn per noun, when the generator knows them (procedural); else None.
+        meta: Anything else the generator knows, e.g. ``points`` (object centres per class name, procedural).
     """
 
     prompt: PromptSpec

@@ -128,5 +128,5 @@ class ProceduralGenerator(Generator):
             rng = np.random.default_rng([self.salt, int(spec.prompt_id), int(seed)])
             drawn = self.errors.draw_counts(spec.counts, rng)
             scene = render_scene({classes[n]: c for n, c in drawn.items()}, self.size, rng, self.style)
-            out.append(GeneratedImage(spec, int(seed), scene.image, drawn))
+            out.append(GeneratedImage(spec, int(seed), scene.image, drawn, {"points": scene.points}))
         return out
