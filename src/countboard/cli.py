@@ -18,6 +18,7 @@ _SUBCOMMANDS = [
     "countboard.demo",
     "countboard.index.commands",
     "countboard.data.geckonum_import",
+    "countboard.models.shapecount_train",
 ]
 
 
