@@ -341,14 +341,3 @@ def bcc_report(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int
 def _interval(draws: np.ndarray) -> dict[str, float]:
     lo, hi = np.quantile(draws, [0.025, 0.975])
     return {"bcc_rate": float(np.mean(draws)), "bcc_low": float(lo), "bcc_high": float(hi)}
-
-
-def read_annotation_images(path: str | Path) -> dict[str, np.ndarray]:
-    """Images of ``files/annotation_images.zip`` by image id."""
-    out = {}
-    with zipfile.ZipFile(path) as zf:
-        for name in zf.namelist():
-            if name.endswith(".png"):
-                with zf.open(name) as fh:
-                    out[Path(name).stem] = np.asarray(Image.open(fh).convert("RGB"))
-    return out
