@@ -144,3 +144,40 @@ def test_summary_with_labels_from_the_annotation_store(prompt_set, ctx, tmp_path
     result = imported.summarize(records, gen, prompt_set, ctx)
     assert result.metrics["autoeval_n_labelled"] == 20
     assert result.metrics["autoeval_evaluator_fpr"] == 0.0
+
+
+def _random_shapecount_checkpoint(path: Path) -> Path:
+    """A shapecount checkpoint with random weights and random prompt embeddings (no training, no MiniLM)."""
+    import torch
+
+    from countboard.data.synthetic_shapes import SHAPE_CLASSES
+    from countboard.models.shapecount import ShapeCountArch, ShapeCountNet, save_checkpoint
+
+    torch.manual_seed(0)
+    arch = ShapeCountArch()
+    rng = np.random.default_rng(0)
+    table = {c: rng.standard_normal(arch.text_dim).astype(np.float32) for c in SHAPE_CLASSES}
+    return save_checkpoint(path, ShapeCountNet(arch), "aware", table, {"note": "random weights for tests"})
+
+
+@pytest.mark.slow
+def test_offline_sweep_logs_cc_and_bcc_per_generator(tmp_path):
+    from tests.conftest import run_sweep, store_runs
+
+    ckpt = _random_shapecount_checkpoint(tmp_path / "shapecount_random.pt")
+    run_sweep(["-m", "model=procedural_good,procedural_poor", "dataset=shape_prompts", "task=geckonum_autoeval",
+               f"task.evaluator.checkpoint={ckpt}", "dataset.n_per_type=25", "task.n_annotate=10",
+               "task.bcc_draws=200", "checkpoint_every=128"], tmp_path)  # fmt: skip
+    runs = store_runs(tmp_path / "mlruns")
+    cells = runs[runs["tags.task"] == "geckonum_autoeval"].set_index("tags.model")
+    assert sorted(cells.index) == ["procedural_good", "procedural_poor"]
+    assert set(cells["tags.evaluator"]) == {"shapecount_aware"}
+    assert set(cells["tags.family"]) == {"generator_autoeval"}
+    assert (cells["metrics.autoeval_n_images"] == 250).all() and (
+        cells["metrics.autoeval_n_labelled"] == 100
+    ).all()
+    for key in ("autoeval_cc_rate", "autoeval_bcc_rate", "autoeval_bcc_rate_low", "autoeval_bcc_rate_high"):
+        assert cells[f"metrics.{key}"].between(0, 1).all(), key
+    assert (cells["metrics.autoeval_bcc_rate_low"] <= cells["metrics.autoeval_bcc_rate_high"]).all()
+    true = cells["metrics.autoeval_true_rate"]
+    assert true["procedural_good"] > true["procedural_poor"]
