@@ -98,7 +98,7 @@ def main() -> None:
     filters = widgets.filters(FAMILY, "cnt")
     sort, shown = widgets.metric_picker(FAMILY, metrics, "cnt")
     latest = st.toggle("Latest run per model, dataset and split", value=True, key="cnt_latest")
-    df = data.ranking(FAMILY, sort, filters, latest)
+    df = data.ranking(FAMILY, sort, filters, latest, columns=[m.key for m in shown])
     if df.empty:
         st.info("No runs match these filters.")
         return

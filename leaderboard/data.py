@@ -139,12 +139,17 @@ def choices(key: str) -> pd.DataFrame:
     return query(queries.FAMILY_CHOICES, (key,))
 
 
-def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = True) -> pd.DataFrame:
-    """Runs of family ``key`` best first by ``sort`` (its direction from the schema; unknown: descending)."""
+def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = True,
+            columns: list[str] | None = None) -> pd.DataFrame:
+    """Runs of family ``key`` best first by ``sort`` (its direction from the schema; unknown: descending).
+
+    ``columns``: the metric keys to fetch (all of the view's when None).
+    """
     if not has_family_view(key):
         return pd.DataFrame()
-    sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only)
-    return query(sql, (filters.dataset, filters.dataset, filters.split, filters.split))
+    sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns)
+    params = (filters.dataset, filters.dataset, filters.split, filters.split)
+    return query(sql, params * 2 if latest_only else params)
 
 
 def run_tag(run_ids: list[str], tag: str) -> dict[str, str]:

@@ -54,13 +54,13 @@ def main() -> None:
         return
     filters = widgets.filters(FAMILY, "gr")
     sort, shown = widgets.metric_picker(FAMILY, metrics, "gr")
-    df = data.ranking(FAMILY, sort, filters, latest_only=True)
+    keys = [m.key for m in metrics if m.family == FAMILY]
+    df = data.ranking(FAMILY, sort, filters, latest_only=True, columns=[m.key for m in shown] + keys)
     if df.empty:
         st.info("No runs match these filters.")
         return
     widgets.show_ranking(df, shown, sort, key="gr_ranking")
     labels = {r: f"{m} · {d}" for r, m, d in zip(df.run_id, df.model, df.dataset, strict=True)}
-    keys = [m.key for m in metrics if m.family == FAMILY]
     histogram_section(df, keys, labels)
     pointing_section(df, keys, labels)
 

@@ -3,7 +3,7 @@ and column names, which pass ``countboard.index.ddl.quote_identifier`` (snake_ca
 
 from __future__ import annotations
 
-from countboard.index.ddl import quote_identifier, view_name
+from countboard.index.ddl import VIEW_RUN_COLUMNS, quote_identifier, view_name
 
 HAS_VIEW = "SELECT count(*) AS n FROM duckdb_views() WHERE view_name = ? AND database_name = current_database()"
 
@@ -58,16 +58,22 @@ RUN_TAGS = "SELECT key, value FROM tags WHERE run_id = ? ORDER BY key"
 RUN_METRICS = "SELECT key, value, step, timestamp FROM metrics WHERE run_id = ? ORDER BY key"
 
 
-def ranking(family: str, sort_key: str, descending: bool, latest_only: bool) -> str:
+def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
+            columns: list[str] | None = None) -> str:
     """Finished runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
 
-    Parameters, in order: dataset, dataset, split, split (NULL for "all"). With ``latest_only`` each
-    model × dataset × split × task keeps its most recent run.
+    Parameters, in order: dataset, dataset, split, split (NULL for "all"); with ``latest_only`` two more, the same
+    again, for the subquery that keeps the most recent run of each model × dataset × split × task. ``columns``
+    (metric keys) narrows the metric columns to those (all when None): fewer columns, faster answers.
     """
+    view = view_name(family)
     order = "DESC" if descending else "ASC"
-    latest = ("QUALIFY row_number() OVER (PARTITION BY model, dataset, split, task "
-              "ORDER BY end_time DESC NULLS LAST, run_id) = 1") if latest_only else ""
-    return (f"SELECT * FROM {view_name(family)}\n"
-            "WHERE (? IS NULL OR dataset = ?) AND (? IS NULL OR split = ?)\n"
-            f"{latest}\n"
+    metric_cols = "*" if columns is None else ", ".join(
+        dict.fromkeys([*(quote_identifier(c) for c in VIEW_RUN_COLUMNS), *map(quote_identifier, columns),
+                       quote_identifier(sort_key)]))
+    where = "(? IS NULL OR dataset = ?) AND (? IS NULL OR split = ?)"
+    if latest_only:
+        where += (f" AND run_id IN (SELECT arg_max(run_id, end_time) FROM {view} WHERE {where} "
+                  "GROUP BY model, dataset, split, task)")
+    return (f"SELECT {metric_cols} FROM {view}\nWHERE {where}\n"
             f"ORDER BY {quote_identifier(sort_key)} {order} NULLS LAST, model, run_id")

@@ -94,7 +94,9 @@ def test_incremental_update_reads_only_changed_runs(store):
     client.set_terminated(new.info.run_id)
     stats = build_index(uri, db)
     assert (stats.added, stats.updated, stats.removed) == (1, 1, 0)
-    assert stats.histories_fetched == 2  # the moved cnt_f1 of the changed run, the new run's one metric
+    assert stats.histories_fetched == 1  # the moved, stepped cnt_f1; the new run's step-0 metric is its latest
+    new_hist = _q(db, "SELECT key, step, value FROM metric_history WHERE run_id = ?", [new.info.run_id])
+    assert [tuple(r) for r in new_hist.itertuples(index=False)] == [("cnt_f1", 0, 0.5)]
     hist = _q(db, "SELECT step, value FROM metric_history WHERE run_id = ? AND key = 'cnt_f1' ORDER BY step",
               [changed])
     assert list(hist.step) == [0, 1, 5] and hist.value.iloc[-1] == pytest.approx(0.123)
@@ -167,3 +169,35 @@ def test_index_command_builds_then_reports_unchanged(store, capsys):
     assert f"{len(s.run_ids) + len(s.sweep_run_ids)} runs" in capsys.readouterr().out
     assert main(["index", "--store", uri, "--db", str(db)]) == 0
     assert "index unchanged" in capsys.readouterr().out
+
+
+def test_history_all_reads_repeated_step_zero_values(store):
+    s, uri, db = store
+    client = MlflowClient(tracking_uri=uri)
+    run = client.create_run(s.experiment_id, tags={"family": "counters", "model": "twice"})
+    client.log_metric(run.info.run_id, "mae", 2.0, timestamp=1000, step=0)
+    client.log_metric(run.info.run_id, "mae", 1.0, timestamp=2000, step=0)
+    assert len(client.get_metric_history(run.info.run_id, "mae")) == 2
+    client.set_terminated(run.info.run_id)
+    sql = "SELECT value FROM metric_history WHERE run_id = ? ORDER BY timestamp"
+    build_index(uri, db, history="stepped")
+    assert list(_q(db, sql, [run.info.run_id]).value) == [1.0]
+    build_index(uri, db, full=True, history="all")
+    assert list(_q(db, sql, [run.info.run_id]).value) == [2.0, 1.0]
+
+
+def test_quick_update_sees_new_ended_running_and_deleted_runs(store):
+    s, uri, db = store
+    build_index(uri, db)
+    client = MlflowClient(tracking_uri=uri)
+    running = client.create_run(s.experiment_id, tags={"family": "counters", "model": "slow"})
+    assert build_index(uri, db, quick=True).added == 1
+    client.log_batch(running.info.run_id, metrics=[Metric("cnt_f1", 0.7, 10**13, 0)])
+    client.set_terminated(running.info.run_id)
+    client.delete_run(s.run_ids[2])
+    stats = build_index(uri, db, quick=True)
+    assert (stats.added, stats.updated, stats.removed) == (0, 1, 1)
+    assert _q(db, "SELECT cnt_f1 FROM counters WHERE model = 'slow'").cnt_f1.iloc[0] == pytest.approx(0.7)
+    assert _q(db, "SELECT count(*) AS n FROM runs WHERE run_id = ?", [s.run_ids[2]]).n.iloc[0] == 0
+    full = build_index(uri, db)
+    assert (full.added, full.updated, full.removed, full.written) == (0, 0, 0, False)

@@ -1,7 +1,8 @@
 """Build or update the DuckDB run index of an MLflow store.
 
-Each call lists the store's active runs page by page, compares every run's fingerprint with the one stored in the
-index, and fetches metric histories and artifact listings only for runs that changed (and, within them, only for
+Each call lists the store's active runs page by page (or, with ``quick``, only those that can have changed),
+compares every run's fingerprint with the one stored in the index, and fetches metric histories and artifact
+listings only for runs that changed (and, within them, only for
 metrics whose latest point moved). Runs that left the store leave the index. The update is written to a copy of
 the index file that replaces the original in one rename, so a reader (the leaderboard) sees either the old or the
 new index, never a half-written one; a lock file keeps two builders from racing.
@@ -30,6 +31,10 @@ from countboard.index.source import MetricPoint, RunSnapshot
 
 log = logging.getLogger(__name__)
 
+# Runs whose start or end time is up to this much older than the last listing are read again: writers on other
+# machines stamp runs with their own clocks.
+CLOCK_SKEW_MS = 5 * 60 * 1000
+
 
 @dataclass
 class IndexStats:
@@ -55,9 +60,11 @@ class IndexStats:
 @dataclass
 class _Previous:
     fingerprints: dict[str, str] = field(default_factory=dict)
+    experiment_of: dict[str, str] = field(default_factory=dict)
     running: set[str] = field(default_factory=set)
     latest: dict[tuple[str, str], MetricPoint] = field(default_factory=dict)
     schema_hash: str = ""
+    listed_ms: int = 0
 
 
 def _schema_hash() -> str:
@@ -84,9 +91,11 @@ def _read_previous(db_path: Path, store_uri: str) -> _Previous | None:
             log.info("index %s has schema %s of store %s; rebuilding for schema %s of %s", db_path,
                      meta.get("schema_version"), meta.get("store_uri"), ddl.SCHEMA_VERSION, store_uri)
             return None
-        prev = _Previous(schema_hash=meta.get("schema_hash", ""))
-        for run_id, fp, status in con.execute("SELECT run_id, fingerprint, status FROM runs").fetchall():
+        prev = _Previous(schema_hash=meta.get("schema_hash", ""), listed_ms=int(meta.get("listed_ms", 0)))
+        for run_id, fp, status, exp in con.execute(
+                "SELECT run_id, fingerprint, status, experiment_id FROM runs").fetchall():
             prev.fingerprints[run_id] = fp
+            prev.experiment_of[run_id] = exp
             if status == "RUNNING":
                 prev.running.add(run_id)
         rows = con.execute("SELECT run_id, key, value, step, epoch_ms(timestamp) FROM metrics").fetchall()
@@ -123,18 +132,26 @@ def _client(store_uri: str):
     return client
 
 
-def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = False, client=None) -> IndexStats:
+def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = False, quick: bool = False,
+                history: str = "stepped", client=None) -> IndexStats:
     """Bring the index at ``db_path`` up to date with the store at ``store_uri``.
 
     Args:
         store_uri: MLflow tracking URI.
         db_path: The DuckDB file (created if missing).
         full: Ignore the existing index and rebuild it from the store.
+        quick: List only runs started or ended since the last index, running runs and deleted runs, instead of
+            every run (faster on large stores; misses later edits of runs that had already ended, see ``_diff``).
+        history: ``"stepped"`` reads the full history of metrics whose latest point has a step > 0 (curves) and
+            records a metric logged at step 0 (a summary) by its latest point, which saves one store call per
+            metric and run; ``"all"`` reads every history (repeated step-0 values included).
         client: An ``MlflowClient`` to use instead of one built from ``store_uri``.
 
     Returns:
         What was done, with counts.
     """
+    if history not in ("stepped", "all"):
+        raise ValueError(f"history={history!r}: use 'stepped' or 'all'")
     t0 = time.perf_counter()
     db_path = Path(db_path).expanduser().resolve()
     db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,13 +161,10 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
         prev = None if full else _read_previous(db_path, store_uri)
         stats.rebuilt = prev is None
         prev = prev or _Previous()
+        listed_ms = int(time.time() * 1000)
         experiments = source.list_experiments(client)
-        current = source.list_runs(client, [e.experiment_id for e in experiments])
-        changed = [r for r in current.values()
-                   if prev.fingerprints.get(r.run_id) != r.fingerprint or r.run_id in prev.running
-                   or r.status == "RUNNING"]
-        missing = [rid for rid in prev.fingerprints if rid not in current]
-        removed = [rid for rid in missing if source.is_gone(client, rid)]
+        current, changed, removed = _diff(client, prev, [str(e.experiment_id) for e in experiments],
+                                          stats.rebuilt, quick)
         stats.runs = len(current)
         stats.added = sum(r.run_id not in prev.fingerprints for r in changed)
         stats.updated = len(changed) - stats.added
@@ -159,11 +173,41 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
         if not (changed or removed or stats.rebuilt or schema_hash != prev.schema_hash):
             stats.seconds = time.perf_counter() - t0
             return stats
-        frames = _details(client, changed, prev, stats)
-        _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames, incremental=not stats.rebuilt)
+        frames = _details(client, changed, prev, stats, history)
+        _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames,
+               incremental=not stats.rebuilt, listed_ms=listed_ms)
         stats.written = True
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, quick: bool
+          ) -> tuple[set[str], list[RunSnapshot], list[str]]:
+    """(ids of all active runs, runs to (re)index, ids to drop).
+
+    By default every active run is listed and compared by fingerprint; runs no longer listed are dropped. A quick
+    update lists only runs started or ended since the last listing (less a margin for clock skew between writers),
+    runs still running and runs that were running then; deletions come from the store's deleted runs and from
+    experiments that are no longer active. It misses later edits of runs that had already ended (a tag set from
+    the UI, a metric logged into a finished run) and runs deleted for good by ``mlflow gc``.
+    """
+    if rebuild or not quick:
+        listed = source.list_runs(client, experiment_ids)
+        changed = [r for r in listed.values()
+                   if prev.fingerprints.get(r.run_id) != r.fingerprint or r.run_id in prev.running
+                   or r.status == "RUNNING"]
+        return set(listed), changed, sorted(set(prev.fingerprints) - set(listed))
+    since = prev.listed_ms - CLOCK_SKEW_MS
+    listed = source.list_changed_runs(client, experiment_ids, since, sorted(prev.running))
+    deleted = set(source.list_runs(client, experiment_ids, deleted=True)) if prev.fingerprints else set()
+    active_exps = set(experiment_ids)
+    removed = sorted(rid for rid, exp in prev.experiment_of.items()
+                     if (rid in deleted or exp not in active_exps) and rid not in listed)
+    changed = [r for r in listed.values()
+               if prev.fingerprints.get(r.run_id) != r.fingerprint or r.run_id in prev.running
+               or r.status == "RUNNING"]
+    current = (set(prev.fingerprints) - set(removed)) | set(listed)
+    return current, changed, removed
 
 
 def _ms(values) -> pd.Series:
@@ -180,18 +224,26 @@ def _points_frame(rows: list[tuple[str, str, MetricPoint]]) -> pd.DataFrame:
     })
 
 
-def _details(client, changed: list[RunSnapshot], prev: _Previous, stats: IndexStats) -> dict[str, pd.DataFrame]:
+def _details(client, changed: list[RunSnapshot], prev: _Previous, stats: IndexStats,
+             history: str) -> dict[str, pd.DataFrame]:
     """Rows of every per-run table for the changed runs (histories only for metrics that moved)."""
     runs = pd.DataFrame([r.row() for r in changed], columns=ddl.columns("runs"))
     kv = {name: pd.DataFrame([(r.run_id, k, v) for r in changed for k, v in getattr(r, name).items()],
                              columns=["run_id", "key", "value"], dtype=object) for name in ("params", "tags")}
     latest = [(r.run_id, k, p) for r in changed for k, p in r.metrics.items()]
-    history, refetch, artifacts, unlisted = [], [], [], set()
+    points, refetch, artifacts, unlisted = [], [], [], set()
+    fetched = 0
     for run in changed:
         for key, point in run.metrics.items():
-            if prev.latest.get((run.run_id, key)) != point or run.status == "RUNNING" or run.run_id in prev.running:
-                refetch.append((run.run_id, key))
-                history.extend((run.run_id, key, p) for p in source.metric_history(client, run.run_id, key))
+            if prev.latest.get((run.run_id, key)) == point and run.status != "RUNNING" \
+                    and run.run_id not in prev.running:
+                continue
+            refetch.append((run.run_id, key))
+            if history == "all" or point.step > 0:
+                points.extend((run.run_id, key, p) for p in source.metric_history(client, run.run_id, key))
+                fetched += 1
+            else:  # a summary metric, logged at step 0: its latest point is its history
+                points.append((run.run_id, key, point))
         try:
             artifacts.extend((run.run_id, *a) for a in source.list_artifacts(run.artifact_uri))
         except Exception as exc:  # an unreachable artifact store must not stop the index
@@ -203,9 +255,9 @@ def _details(client, changed: list[RunSnapshot], prev: _Previous, stats: IndexSt
     runs.loc[runs["run_id"].isin(unlisted), "fingerprint"] = ""
     runs["start_time"] = _ms(runs["start_time"])
     runs["end_time"] = _ms(runs["end_time"])
-    stats.histories_fetched = len(refetch)
+    stats.histories_fetched = fetched
     return {
-        "runs": runs, **kv, "metrics": _points_frame(latest), "metric_history": _points_frame(history),
+        "runs": runs, **kv, "metrics": _points_frame(latest), "metric_history": _points_frame(points),
         "refetch": pd.DataFrame(refetch, columns=["run_id", "key"], dtype=object),
         "artifacts": pd.DataFrame(artifacts, columns=["run_id", "path", "is_dir", "file_size"]).astype(
             {"run_id": object, "path": object, "is_dir": bool, "file_size": "Int64"}),
@@ -213,7 +265,7 @@ def _details(client, changed: list[RunSnapshot], prev: _Previous, stats: IndexSt
 
 
 def _write(db_path: Path, store_uri: str, schema_hash: str, experiments: list, changed: list[RunSnapshot],
-           removed: list[str], frames: dict[str, pd.DataFrame], *, incremental: bool) -> None:
+           removed: list[str], frames: dict[str, pd.DataFrame], *, incremental: bool, listed_ms: int) -> None:
     """Apply the changes to a copy of the index in one transaction, then swap the copy in."""
     tmp = db_path.with_name(f"{db_path.name}.tmp-{os.getpid()}")
     _remove(tmp)
@@ -225,7 +277,7 @@ def _write(db_path: Path, store_uri: str, schema_hash: str, experiments: list, c
             for stmt in ddl.create_tables_sql():
                 con.execute(stmt)
             con.execute("BEGIN TRANSACTION")
-            _apply(con, store_uri, schema_hash, experiments, changed, removed, frames)
+            _apply(con, store_uri, schema_hash, experiments, changed, removed, frames, listed_ms)
             con.execute("COMMIT")
             con.execute("CHECKPOINT")
         finally:
@@ -242,7 +294,7 @@ def _remove(path: Path) -> None:
 
 
 def _apply(con, store_uri: str, schema_hash: str, experiments: list, changed: list[RunSnapshot],
-           removed: list[str], frames: dict[str, pd.DataFrame]) -> None:
+           removed: list[str], frames: dict[str, pd.DataFrame], listed_ms: int) -> None:
     stale = pd.DataFrame({"run_id": pd.Series([r.run_id for r in changed] + list(removed), dtype=object)})
     gone = pd.DataFrame({"run_id": pd.Series(list(removed), dtype=object)})
     con.register("stale_runs", stale)
@@ -264,9 +316,10 @@ def _apply(con, store_uri: str, schema_hash: str, experiments: list, changed: li
     _replace(con, "experiments", exps)
     _write_schema(con)
     _write_views(con)
-    meta = pd.DataFrame({"key": ["schema_version", "store_uri", "schema_hash", "indexed_at"],
+    meta = pd.DataFrame({"key": ["schema_version", "store_uri", "schema_hash", "indexed_at", "listed_ms"],
                          "value": [str(ddl.SCHEMA_VERSION), store_uri, schema_hash,
-                                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())]}, dtype=object)
+                                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), str(listed_ms)]},
+                        dtype=object)
     _replace(con, "meta", meta)
 
 
@@ -296,6 +349,9 @@ def _write_views(con) -> None:
     s = load_schema()
     for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
         con.execute(f"DROP VIEW IF EXISTS {ddl.quote_identifier(name)}")
+    for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE starts_with(table_name, ?)",
+                               [ddl.WIDE_PREFIX]).fetchall():
+        con.execute(f"DROP TABLE IF EXISTS {ddl.quote_identifier(name)}")
     tagged = [f for (f,) in con.execute("SELECT DISTINCT family FROM runs WHERE family IS NOT NULL ORDER BY 1")
               .fetchall()]
     present = con.execute("SELECT DISTINCT r.family, m.key FROM metrics m JOIN runs r USING (run_id) "
@@ -307,7 +363,9 @@ def _write_views(con) -> None:
         if family == "engine":
             continue
         try:
-            con.execute(ddl.family_view_sql(family, usable))
+            view = ddl.family_view_sql(family)
+            con.execute(ddl.family_table_sql(family, usable))
+            con.execute(view)
         except ValueError as exc:
             log.warning("no view for family %r: %s", family, exc)
 

@@ -28,6 +28,11 @@ def register(subparsers) -> None:
                                           "Only runs changed since the last call are read again.")
     _add_store_args(p)
     p.add_argument("--full", action="store_true", help="rebuild the index from scratch")
+    p.add_argument("--quick", action="store_true",
+                   help="list only runs started or ended since the last index, running and deleted runs (misses "
+                        "later edits of finished runs; --full or a plain run catches them)")
+    p.add_argument("--history", choices=("stepped", "all"), default="stepped",
+                   help="read the full history of stepped metrics only (default) or of every metric")
     p.set_defaults(func=run_index)
 
     p = subparsers.add_parser("leaderboard", help="serve the Streamlit leaderboard over the index",
@@ -52,7 +57,7 @@ def run_index(args) -> int:
     from countboard.index.builder import build_index
 
     uri, db = _paths(args)
-    stats = build_index(uri, db, full=args.full)
+    stats = build_index(uri, db, full=args.full, quick=args.quick, history=args.history)
     print(stats.summary())
     for w in stats.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -71,7 +76,7 @@ def leaderboard_command(db: Path, host: str, port: int) -> list[str]:
 def run_leaderboard(args) -> int:
     uri, db = _paths(args)
     if not args.no_index:
-        run_index(argparse.Namespace(store=uri, db=db, full=False))
+        run_index(argparse.Namespace(store=uri, db=db, full=False, quick=False, history="stepped"))
     elif not db.exists():
         raise ConfigError(f"no index at {db}; run `countboard index --store {uri} --db {db}` first "
                           "(or drop --no-index)")

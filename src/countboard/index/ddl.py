@@ -78,7 +78,15 @@ def view_name(family: str) -> str:
     return quote_identifier(family)
 
 
-def family_view_sql(family: str, metric_keys: Iterable[str]) -> str:
+WIDE_PREFIX = "wide_"
+
+
+def wide_table(family: str) -> str:
+    """The table that holds the view's rows, rebuilt at each index update (pivoting on every query is slow)."""
+    return quote_identifier(WIDE_PREFIX + family)
+
+
+def family_table_sql(family: str, metric_keys: Iterable[str]) -> str:
     """One row per finished, non-sweep run of ``family``, one column per metric key.
 
     Runs belong to a family by their ``family`` tag; runs still running, failed or killed stay out, so a sweep that
@@ -88,7 +96,12 @@ def family_view_sql(family: str, metric_keys: Iterable[str]) -> str:
     metric_cols = "".join(
         f",\n  max(m.value) FILTER (WHERE m.key = {quote_literal(k)}) AS {quote_identifier(k)}"
         for k in metric_keys)
-    return (f"CREATE OR REPLACE VIEW {view_name(family)} AS\nSELECT {run_cols}{metric_cols}\n"
+    return (f"CREATE OR REPLACE TABLE {wide_table(family)} AS\nSELECT {run_cols}{metric_cols}\n"
             f"FROM runs r LEFT JOIN metrics m ON m.run_id = r.run_id\n"
             f"WHERE r.family = {quote_literal(family)} AND r.status = 'FINISHED' AND NOT r.is_sweep\n"
             f"GROUP BY {run_cols}")
+
+
+def family_view_sql(family: str) -> str:
+    """The family's view, named after the family."""
+    return f"CREATE OR REPLACE VIEW {view_name(family)} AS SELECT * FROM {wide_table(family)}"

@@ -85,17 +85,23 @@ def _snapshot(run) -> RunSnapshot:
                        metrics=metrics)
 
 
-def list_runs(client, experiment_ids: list[str]) -> dict[str, RunSnapshot]:
-    """Every active run of ``experiment_ids``, read ``PAGE_SIZE`` at a time.
+def list_runs(client, experiment_ids: list[str], filter_string: str = "", deleted: bool = False
+              ) -> dict[str, RunSnapshot]:
+    """Runs of ``experiment_ids`` matching ``filter_string``, read ``PAGE_SIZE`` at a time (active ones, or the
+    deleted ones with ``deleted``).
 
     Pages are ordered by start time, oldest first, so runs a sweep creates while we read land on later pages
     instead of shifting earlier ones.
     """
+    from mlflow.entities import ViewType
+
+    view = ViewType.DELETED_ONLY if deleted else ViewType.ACTIVE_ONLY
     runs: dict[str, RunSnapshot] = {}
     for i in range(0, len(experiment_ids), _EXPERIMENT_BATCH):
         batch, token = experiment_ids[i:i + _EXPERIMENT_BATCH], None
         while True:
-            page = client.search_runs(batch, max_results=PAGE_SIZE, page_token=token,
+            page = client.search_runs(batch, filter_string=filter_string, run_view_type=view, max_results=PAGE_SIZE,
+                                      page_token=token,
                                       order_by=["attributes.start_time ASC", "attributes.run_id ASC"])
             for run in page:
                 runs[run.info.run_id] = _snapshot(run)
@@ -105,18 +111,23 @@ def list_runs(client, experiment_ids: list[str]) -> dict[str, RunSnapshot]:
     return runs
 
 
-def is_gone(client, run_id: str) -> bool:
-    """True if the run was deleted (or its experiment was), False if it is still active."""
-    try:
-        run = client.get_run(run_id)
-    except Exception as exc:  # MlflowException RESOURCE_DOES_NOT_EXIST after `mlflow gc`
-        if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")) or "not found" in str(exc).lower():
-            return True
-        raise
-    if run.info.lifecycle_stage != "active":
-        return True
-    exp = client.get_experiment(run.info.experiment_id)
-    return exp is None or exp.lifecycle_stage != "active"
+def list_changed_runs(client, experiment_ids: list[str], since_ms: int, also: list[str]) -> dict[str, RunSnapshot]:
+    """Active runs that may have changed since ``since_ms``: started or ended since then, still running, or in
+    ``also`` (runs that were running at the last index)."""
+    runs: dict[str, RunSnapshot] = {}
+    for flt in (f"attributes.start_time >= {int(since_ms)}", f"attributes.end_time >= {int(since_ms)}",
+                "attributes.status = 'RUNNING'"):
+        runs.update(list_runs(client, experiment_ids, flt))
+    for run_id in also:
+        if run_id not in runs:
+            try:
+                run = client.get_run(run_id)
+            except Exception as exc:  # deleted for good in between; the deletion pass decides
+                log.debug("run %s not readable: %s", run_id, exc)
+                continue
+            if run.info.lifecycle_stage == "active" and str(run.info.experiment_id) in experiment_ids:
+                runs[run_id] = _snapshot(run)
+    return runs
 
 
 def metric_history(client, run_id: str, key: str) -> list[MetricPoint]:
