@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from countboard.data.acs import simulate_counts
 from countboard.quantify import (
     BCCWarning,
     QuantifyInputError,
@@ -58,11 +59,26 @@ def grid_posterior(tp, fn, fp, tn, s_m, n_m, n_p=300, n_t=160, n_f=600):
     return float(np.dot(w, p)), float(np.interp(0.05, cdf, p)), float(np.interp(0.95, cdf, p))
 
 
+NAMES = ["typical", "no_pos", "no_neg", "small"]
+
+
+def simulated_cells(k=36, seed=5):
+    """Cells with known rates, B = 100 and N = 10,000 (the validation setting of the issue, scaled down)."""
+    rng = np.random.default_rng(seed)
+    p, tpr, fpr = rng.uniform(0.1, 0.9, k), rng.uniform(0.6, 0.95, k), rng.uniform(0.05, 0.35, k)
+    counts = simulate_counts(p, tpr, fpr, n_human=100, n_total=10_000, rng=rng)
+    return p, np.array([[c.tp, c.fn, c.fp, c.tn, c.s_m, c.n_m] for c in counts])
+
+
 @pytest.fixture(scope="module")
 def batch_fit():
+    """One batched fit serves every test: the four special cells, then the simulated ones."""
+    _, sim = simulated_cells()
+    rows = np.vstack([CELLS, sim])
+    names = NAMES + [f"sim{k}" for k in range(len(sim))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BCCWarning)
-        return fit_bcc_batch(*CELLS.T, cells=["typical", "no_pos", "no_neg", "small"], sampler=FAST)
+        return fit_bcc_batch(*rows.T, cells=names, sampler=FAST)
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +97,8 @@ def test_grid_oracle_recovers_conjugate_case():
 
 
 def test_batch_matches_direct_integration(batch_fit, oracle):
-    assert batch_fit.draws.shape == (4, FAST.chains * FAST.draws)
-    assert batch_fit.cells == ["typical", "no_pos", "no_neg", "small"]
+    assert batch_fit.draws.shape == (4 + 36, FAST.chains * FAST.draws)
+    assert batch_fit.cells[:4] == NAMES
     for k, (mean, lo, hi) in enumerate(oracle):
         draws = batch_fit.draws[k]
         assert draws.mean() == pytest.approx(mean, abs=0.01), k
@@ -110,7 +126,20 @@ def test_idata_has_diagnostic_inputs(batch_fit):
     idata = batch_fit.idata
     assert set(idata.posterior.data_vars) >= {"p", "tpr", "fpr"}
     assert list(idata.posterior.coords["cell"].values) == batch_fit.cells
+    assert idata.posterior["p"].sizes["cell"] == len(batch_fit.cells)
     assert "diverging" in idata.sample_stats
+
+
+def test_simulated_intervals_cover_and_cc_is_biased(batch_fit):
+    p_true, sim = simulated_cells()
+    draws = batch_fit.draws[4:]
+    lo, hi = np.quantile(draws, [0.05, 0.95], axis=1)
+    covered = np.sum((lo <= p_true) & (p_true <= hi))
+    assert covered >= 27, f"90% intervals cover the true rate in only {covered} of {len(p_true)} cells"
+    cc = (sim[:, 0] + sim[:, 2] + sim[:, 4] + 1) / (sim[:, :4].sum(1) + sim[:, 5] + 2)
+    err_bcc = np.abs(draws.mean(axis=1) - p_true).mean()
+    err_cc = np.abs(cc - p_true).mean()
+    assert err_cc > 2 * err_bcc, (err_cc, err_bcc)
 
 
 def test_tp_fn_zero_warns_but_fits():
