@@ -157,3 +157,34 @@ def _runs(store):
     exp = tracker.client.get_experiment_by_name("countboard-training")
     runs = tracker.find_runs(exp.experiment_id, {"countboard.kind": "training"})
     return [{"run_id": r.run_id, "status": r.status, **r.tags} for r in runs]
+
+
+@pytest.mark.slow
+def test_aware_recipe_beats_naive_on_praco(tmp_path_factory):
+    """Trained on the same small synthetic split, the prompt-aware recipe has lower NMN and higher CntP."""
+    from countboard.models.shapecount_train import shape_text_table
+    from countboard.tasks.base import RunContext
+    from countboard.tasks.praco import PracoMosaic, PracoNegative
+
+    root = tmp_path_factory.mktemp("praco") / "shapes"
+    settings = dict(n_classes=4, image_size=(96, 96), images_per_class={"train": 12, "val": 1, "test": 2},
+                    multi_class_images=24, count_range=(2, 12), size_range=(8.0, 12.0))
+    train_ds = SyntheticShapes(root, split="train", **settings)
+    test_ds = SyntheticShapes(root, split="test", **settings)
+    table = shape_text_table(train_ds.classes)
+    ctx = RunContext(device="cpu", seed=0, batch_size=8, work_dir=tmp_path_factory.mktemp("work"), progress=False)
+    metrics = {}
+    for recipe in ("naive", "aware"):
+        cfg = TrainConfig(recipe=recipe, epochs=10, batch_size=8)
+        net, _ = train(build_training_set(list(train_ds), train_ds.classes, cfg), table, cfg)
+        path = save_checkpoint(tmp_path_factory.mktemp(recipe) / "ck.pt", net, recipe, table, {})
+        counter = ShapeCountCounter(recipe=recipe, checkpoint=str(path))
+        found = {}
+        for task in (PracoNegative(), PracoMosaic(n_figures=0)):
+            units = task.units(counter, test_ds, ctx)
+            records = pd.DataFrame(task.run_units(counter, test_ds, units, ctx))
+            assert "error" not in records
+            found.update(task.summarize(records, counter, test_ds, ctx).metrics)
+        metrics[recipe] = found
+    assert metrics["aware"]["nmn"] < metrics["naive"]["nmn"]
+    assert metrics["aware"]["cnt_precision"] > metrics["naive"]["cnt_precision"]
