@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,10 +43,20 @@ CLI_CODE = (
 )
 
 
-def _timed(fn):
-    start = time.perf_counter()
+CPU: dict[str, float] = {}
+
+
+def _timed(fn, label: str | None = None):
+    start, cpu = time.perf_counter(), time.process_time()
     out = fn()
+    if label:
+        CPU[label] = time.process_time() - cpu
     return out, time.perf_counter() - start
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def naive_task1(zip_path: Path) -> int:
@@ -73,35 +84,44 @@ def main() -> None:
     zip_path, prompts = args.data / "geckonum_annotations.zip", args.data / "prompts.csv"
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
-    n_rows, t_read = _timed(lambda: sum(len(read_annotations(zip_path, t)) for t in (1, 2, 3)))
-    (runs, problems), t_build = _timed(lambda: build_runs(zip_path, prompts))
+    n_rows, t_read = _timed(lambda: sum(len(read_annotations(zip_path, t)) for t in (1, 2, 3)), "read")
+    (runs, problems), t_build = _timed(lambda: build_runs(zip_path, prompts), "build")
     with tempfile.TemporaryDirectory() as tmp:
-        tracker, t_tracker = _timed(lambda: tracker_for_store(tmp))
-        _, t_check = _timed(tracker.check)
-        report, t_log = _timed(lambda: log_runs(runs, tracker, "countboard"))
-        again, t_again = _timed(lambda: log_runs(build_runs(zip_path, prompts)[0], tracker, "countboard"))
+        tracker, t_tracker = _timed(lambda: tracker_for_store(tmp), "tracker")
+        _, t_check = _timed(tracker.check, "check")
+        report, t_log = _timed(lambda: log_runs(runs, tracker, "countboard"), "log")
+        again, t_again = _timed(
+            lambda: log_runs(build_runs(zip_path, prompts)[0], tracker, "countboard"), "again"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-c", CLI_CODE, "import-geckonum", str(zip_path), "--prompts", str(prompts),
                "--store", tmp]  # fmt: skip
+        cpu0 = _children_cpu()
         proc, t_cli = _timed(lambda: subprocess.run(cmd, capture_output=True, text=True))
+        CPU["cli"] = _children_cpu() - cpu0
     cli_ok = proc.returncode == 0
     print(f"rows: {n_rows}, runs built: {len(runs)}, rows left out: {len(problems)}")
-    print(f"read 3 tasks from the zip:         {t_read:6.2f} s")
-    print(f"parse + score + summarise (21):    {t_build:6.2f} s   ratio to target {t_build / TARGET_S:.2f}")
-    print(f"tracker for a fresh store:         {t_tracker + t_check:6.2f} s   (SQLite schema creation)")
-    print(f"log {len(report.logged)} runs:                      {t_log:6.2f} s")
-    print(f"re-import (build + {len(again.skipped)} skipped):     {t_again:6.2f} s")
-    total = t_build + t_tracker + t_check + t_log
-    print(f"in-process total (build+store+log): {total:6.2f} s   ratio to target {total / TARGET_S:.2f}")
-    status = "ok" if cli_ok else f"FAILED rc={proc.returncode}: {proc.stderr[-500:]}"
-    print(
-        f"CLI end to end (fresh process):    {t_cli:6.2f} s   ratio to target {t_cli / TARGET_S:.2f} ({status})"
-    )
+    rows = [
+        ("read 3 tasks from the zip", t_read, CPU["read"]),
+        ("parse + score + summarise (21 runs)", t_build, CPU["build"]),
+        ("tracker for a fresh store (schema)", t_tracker + t_check, CPU["tracker"] + CPU["check"]),
+        (f"log {len(report.logged)} runs", t_log, CPU["log"]),
+        (f"re-import (build + {len(again.skipped)} skipped)", t_again, CPU["again"]),
+        ("in-process total (build+store+log)", t_build + t_tracker + t_check + t_log,
+         CPU["build"] + CPU["tracker"] + CPU["check"] + CPU["log"]),
+        ("subcommand end to end (fresh process)", t_cli, CPU["cli"]),
+    ]  # fmt: skip
+    print(f"{'phase':40s} {'wall s':>7s} {'cpu s':>7s} {'wall/target':>11s}")
+    for name, wall, cpu in rows:
+        print(f"{name:40s} {wall:7.2f} {cpu:7.2f} {wall / TARGET_S:11.2f}")
+    if not cli_ok:
+        print(f"subcommand FAILED rc={proc.returncode}: {proc.stderr[-500:]}")
     if not args.no_baseline:
-        n_labels, t_naive = _timed(lambda: naive_task1(zip_path))
-        t1_fast = _timed(lambda: build_runs(zip_path, prompts, _task1_only()))[1]
-        print(f"Task 1 naive baseline ({n_labels} labels): {t_naive:6.2f} s; fast Task 1 build {t1_fast:.2f} s; "
-              f"speed-up {t_naive / t1_fast:.1f}x")  # fmt: skip
+        n_labels, t_naive = _timed(lambda: naive_task1(zip_path), "naive")
+        t1_fast = _timed(lambda: build_runs(zip_path, prompts, _task1_only()), "fast1")[1]
+        print(f"Task 1 naive baseline ({n_labels} labels): {t_naive:.2f} s wall, {CPU['naive']:.2f} s cpu; "
+              f"build_runs Task 1: {t1_fast:.2f} s wall, {CPU['fast1']:.2f} s cpu; "
+              f"speed-up {t_naive / t1_fast:.1f}x wall, {CPU['naive'] / CPU['fast1']:.1f}x cpu")  # fmt: skip
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
