@@ -143,3 +143,25 @@ def test_number_confusion_hand_and_loop():
             expect[key] += 1
         for c, k in expect.items():
             assert m.loc[row, c] == pytest.approx(k / sel.size)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "countboard.metrics.numeracy",
+        "countboard.data.geckonum",
+        "countboard.data.geckonum_answers",
+        "countboard.data.geckonum_scoring",
+        "countboard.data.geckonum_summary",
+        "countboard.data.prompts",
+        "countboard.models.generator_base",
+        "countboard.models.procedural",
+        "countboard.tasks.geckonum",
+    ],
+)
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0
