@@ -123,6 +123,21 @@ def test_chi2_matches_pearson_formula():
     assert (same["chi2"], same["p_value"]) == (0.0, 1.0)
 
 
+@pytest.mark.parametrize("correction", [False, True])
+def test_chi2_matches_scipy_on_random_tables(correction):
+    rng = np.random.default_rng(6)
+    for _ in range(50):
+        a = rng.random(rng.integers(5, 300)) < rng.random()
+        b = rng.random(rng.integers(5, 300)) < rng.random()
+        table = np.array([[a.sum(), (~a).sum()], [b.sum(), (~b).sum()]])
+        if (table.sum(0) == 0).any():
+            continue
+        ref = stats.chi2_contingency(table, correction=correction)
+        got = chi2_accuracy_test(a, b, correction=correction)
+        assert got["chi2"] == pytest.approx(ref.statistic, rel=1e-9, abs=1e-12)
+        assert got["p_value"] == pytest.approx(ref.pvalue, rel=1e-7, abs=1e-15)
+
+
 def test_number_confusion_hand_and_loop():
     m = number_confusion([1, 1, 2, 2, 3], [1, 2.5, 2, 14, 0])
     assert m.columns.tolist() == [*number_columns(10), "n"]
