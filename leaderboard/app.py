@@ -24,9 +24,9 @@ PAGES = (("counters.py", "counters", ":material/counter_1:"),
 
 def main() -> None:
     st.set_page_config(page_title="Countboard", layout="wide")
-    pages = [st.Page(str(_HERE / file), title=data.family_title(family), icon=icon, url_path=family,
-                     default=i == 0)
-             for i, (file, family, icon) in enumerate(PAGES)]
+    pages = [st.Page(str(_HERE / "overview.py"), title="Overview", icon=":material/home:", default=True)]
+    pages += [st.Page(str(_HERE / file), title=data.family_title(family), icon=icon, url_path=family)
+              for file, family, icon in PAGES]
     pages.append(st.Page(str(_HERE / "runs.py"), title="Runs", icon=":material/list:", url_path="runs"))
     nav = st.navigation(pages)
     st.sidebar.caption(f"Index: `{data.db_path()}`")

@@ -12,6 +12,12 @@ VIEW_COLUMNS = ("SELECT column_name FROM duckdb_columns() WHERE table_name = ? A
 
 META = "SELECT key, value FROM meta"
 
+FAMILY_COUNTS = """
+SELECT family, count(*) AS n FROM runs
+WHERE status = 'FINISHED' AND NOT is_sweep AND family IS NOT NULL
+GROUP BY family ORDER BY family
+"""
+
 FAMILY_CHOICES = """
 SELECT DISTINCT dataset, split FROM runs
 WHERE family = ? AND status = 'FINISHED' AND NOT is_sweep

@@ -67,9 +67,16 @@ def metric_picker(family: str, metrics: list[MetricInfo], key_prefix: str) -> tu
 
 
 def ranking_frame(df: pd.DataFrame, metrics: list[MetricInfo], extra: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Rank, model, dataset, split, the metric columns and a link to each run's MLflow page."""
-    out = pd.DataFrame({"rank": range(1, len(df) + 1), "model": df.model, "dataset": df.dataset,
-                        "split": df.split})
+    """Rank, model, dataset, split, the metric columns and a link to each run's MLflow page.
+
+    ``df`` comes best first; rows are grouped by dataset and split (and evaluator, when shown), keeping that order
+    inside each group, and ranked within their group: models are only compared on the same data.
+    """
+    groups = ["dataset", "split", *(["evaluator"] if "evaluator" in extra else [])]
+    df = df.sort_values(groups, kind="stable", na_position="last")
+    out = pd.DataFrame({"rank": df.groupby(groups, sort=False, dropna=False).cumcount().to_numpy() + 1,
+                        "model": df.model.to_numpy(), "dataset": df.dataset.to_numpy(),
+                        "split": df.split.to_numpy()})
     for col in extra:
         out[col] = df[col].to_numpy()
     for m in metrics:

@@ -12,7 +12,7 @@ from countboard.schema import load_schema
 
 APP = leaderboard_dir() / "app.py"
 
-PAGES = ("counters.py", "generators.py", "grounding.py", "runs.py")
+PAGES = ("overview.py", "counters.py", "generators.py", "grounding.py", "runs.py")
 UI = "http://mlflow.example:5000"
 
 
@@ -23,15 +23,34 @@ def open_page(monkeypatch, db, page: str) -> AppTest:
     return at.switch_page(page).run()
 
 
-def families_with_pages() -> list[str]:
-    return [f for f in load_schema().families if f in ("counters", "generators", "grounding")]
+def families_with_pages() -> list[tuple[str, str]]:
+    """(family, page) for every schema family a page shows."""
+    out = []
+    for fam in load_schema().families.values():
+        if fam.key in ("counters", "grounding"):
+            out.append((fam.key, f"{fam.key}.py"))
+        elif "generator" in fam.model_kinds:
+            out.append((fam.key, "generators.py"))
+    return out
 
 
-def expected_ranking(values: pd.DataFrame, family: str, key: str) -> pd.DataFrame:
-    """Independent of the app: sort the values logged into the store by the schema's direction."""
+def expected_ranking(values: pd.DataFrame, family: str, key: str, by_evaluator: bool) -> pd.DataFrame:
+    """Independent of the app: group the values logged into the store by dataset and split (and evaluator), sort
+    each group by the schema's direction."""
     higher = load_schema().metrics[key].higher_is_better is not False
-    part = values[values.family == family].sort_values([key, "model", "run_id"], ascending=[not higher, True, True])
-    return part.reset_index(drop=True)
+    groups = ["dataset", "split", *(["evaluator"] if by_evaluator else [])]
+    part = values[values.family == family]
+    part = part.sort_values([*groups, key, "model", "run_id"], ascending=[True] * len(groups) + [not higher, True, True])
+    return part.reset_index(drop=True).assign(rank=lambda d: d.groupby(groups).cumcount() + 1)
+
+
+def family_table(at: AppTest, family: str) -> pd.DataFrame:
+    """The ranking table of ``family`` on the page (synthetic model names start with the family key)."""
+    for df in at.dataframe:
+        table = df.value
+        if "model" in table and len(table) and table.model.str.startswith(f"{family}_model_").all():
+            return table
+    raise AssertionError(f"no ranking table of family {family!r} on the page")
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -40,19 +59,19 @@ def test_every_page_renders_without_error(monkeypatch, filled_index, page):
     at = open_page(monkeypatch, db, page)
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
-    assert len(at.dataframe) >= 1
+    assert len(at.dataframe) >= 1 or page == "overview.py"
 
 
-@pytest.mark.parametrize("family", families_with_pages())
-def test_ranking_follows_the_main_metric(monkeypatch, filled_index, family):
+@pytest.mark.parametrize(("family", "page"), families_with_pages())
+def test_ranking_follows_the_main_metric(monkeypatch, filled_index, family, page):
     store, db = filled_index
-    at = open_page(monkeypatch, db, f"{family}.py")
-    table = at.dataframe[0].value
+    at = open_page(monkeypatch, db, page)
+    table = family_table(at, family)
     main = load_schema().families[family].main_metric
-    expected = expected_ranking(store.values, family, main)
+    expected = expected_ranking(store.values, family, main, by_evaluator="evaluator" in table)
     assert list(table.model) == list(expected.model)
     np.testing.assert_allclose(table[main].to_numpy(dtype=float), expected[main].to_numpy(dtype=float))
-    assert list(table["rank"]) == list(range(1, len(expected) + 1))
+    assert list(table["rank"]) == list(expected["rank"])
     assert all(link.startswith(f"{UI}/#/experiments/{store.experiment_id}/runs/") for link in table.run)
 
 
@@ -65,18 +84,19 @@ def test_ranking_by_a_lower_is_better_metric_is_ascending(monkeypatch, filled_in
     at = open_page(monkeypatch, db, "counters.py")
     at.selectbox(key="cnt_sort").set_value(lower).run()
     table = at.dataframe[0].value
-    expected = expected_ranking(store.values, family, lower)
+    expected = expected_ranking(store.values, family, lower, by_evaluator=False)
     assert list(table.model) == list(expected.model)
-    assert list(table[lower]) == sorted(table[lower])
+    for _, group in table.groupby(["dataset", "split"]):
+        assert list(group[lower]) == sorted(group[lower])
 
 
 def test_dataset_filter_keeps_only_that_dataset(monkeypatch, filled_index):
     store, db = filled_index
-    family = families_with_pages()[0]
-    at = open_page(monkeypatch, db, f"{family}.py")
-    prefix = {"counters": "cnt", "generators": "gen", "grounding": "gr"}[family]
+    family, page = families_with_pages()[0]
+    at = open_page(monkeypatch, db, page)
+    prefix = {"counters": "cnt", "grounding": "gr"}.get(family, f"gen_{family}")
     at.selectbox(key=f"{prefix}_dataset").set_value("carpk").run()
-    table = at.dataframe[0].value
+    table = family_table(at, family)
     assert set(table.dataset) == {"carpk"}
     assert len(table) == ((store.values.family == family) & (store.values.dataset == "carpk")).sum()
 
@@ -88,6 +108,15 @@ def test_empty_store_explains_how_to_launch_a_sweep(monkeypatch, empty_index, pa
     assert not at.exception and not at.error
     text = " ".join(i.value for i in at.info)
     assert "countboard-sweep" in text and "countboard index" in text
+
+
+def test_overview_counts_finished_runs_per_family(monkeypatch, filled_index):
+    store, db = filled_index
+    at = open_page(monkeypatch, db, "overview.py")
+    text = " ".join(str(getattr(e, "label", "")) for e in at.get("page_link")) + " ".join(m.value for m in at.markdown)
+    for family, n in store.values.family.value_counts().items():
+        display = load_schema().families[family].display
+        assert f"{display}: {n} finished run" in text
 
 
 def test_missing_index_says_to_build_it(monkeypatch, tmp_path):

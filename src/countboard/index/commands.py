@@ -70,7 +70,7 @@ def leaderboard_command(db: Path, host: str, port: int) -> list[str]:
 
     return [sys.executable, "-m", "streamlit", "run", str(leaderboard_dir() / "app.py"),
             "--server.address", host, "--server.port", str(port), "--server.headless", "true",
-            "--browser.gatherUsageStats", "false", "--", "--db", str(db)]
+            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer", "--", "--db", str(db)]
 
 
 def run_leaderboard(args) -> int:

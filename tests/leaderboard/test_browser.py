@@ -1,0 +1,169 @@
+"""The leaderboard in a real browser: headless Chromium loads every page of ``streamlit run`` on 127.0.0.1.
+
+Chromium is driven through its DevTools protocol (over the ``websockets`` package Streamlit already depends on)
+because Streamlit renders client-side over a websocket: the test waits until the page's script has finished and
+its tables are drawn, then checks the DOM and keeps a screenshot under ``test-artifacts/leaderboard/``.
+Needs the Debian package ``chromium``; skipped with that reason when it is absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from countboard.index.commands import leaderboard_command
+from countboard.schema import load_schema
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "leaderboard"
+PAGES = {"overview": "", "counters": "counters", "generators": "generators", "grounding": "grounding",
+         "runs": "runs"}
+PROBE = """JSON.stringify({
+  tables: document.querySelectorAll('[data-testid="stDataFrame"]').length,
+  links: document.querySelectorAll('[data-testid="stPageLink"]').length,
+  exceptions: document.querySelectorAll('[data-testid="stException"]').length,
+  errors: document.querySelectorAll('[data-testid="stAlertContentError"]').length,
+  running: !!document.querySelector('[data-testid="stStatusWidget"]'),
+  cells: Array.from(document.querySelectorAll('[data-testid="stDataFrame"]')).slice(0, 1).flatMap(
+    t => Array.from(t.querySelectorAll('[role="gridcell"]')).slice(0, 12).map(c => c.innerText)),
+  text: document.body.innerText})"""
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    CHROMIUM is None, reason="headless browser test needs the Debian package `chromium` "
+                             "(apt-get install -y chromium; .ci/run installs it)")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(filled_index, tmp_path_factory):
+    """``streamlit run`` of the app over the filled index, bound to loopback."""
+    _, db = filled_index
+    port = _free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    env = {**os.environ, "COUNTBOARD_INDEX_DB": str(db), "COUNTBOARD_MLFLOW_UI": "http://127.0.0.1:5000"}
+    cmd = leaderboard_command(db, "127.0.0.1", port)
+    cmd[0] = sys.executable
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read().strip() == b"ok":
+                    break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"streamlit did not come up; log:\n{log.read_text()[-3000:]}") from None
+                time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+async def _render_all(base: str, shots: Path) -> dict[str, dict]:
+    """Open each page in one headless Chromium, wait for it to settle, probe the DOM, take a screenshot."""
+    from websockets.asyncio.client import connect
+
+    profile = tempfile.mkdtemp(prefix="countboard-chromium-")
+    proc = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile}", "--window-size=1400,2000", "--remote-debugging-port=0", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = {}
+    try:
+        port_file = Path(profile) / "DevToolsActivePort"
+        for _ in range(300):
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            await asyncio.sleep(0.1)
+        port = port_file.read_text().split()[0]
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+        async with connect(ws_url, max_size=256 * 1024 * 1024) as ws:
+            counter = iter(range(1, 10**6))
+
+            async def call(method: str, **params) -> dict:
+                mid = next(counter)
+                await ws.send(json.dumps({"id": mid, "method": method, "params": params}))
+                while True:
+                    msg = json.loads(await ws.recv())
+                    if msg.get("id") == mid:
+                        return msg.get("result", {})
+
+            for name, path in PAGES.items():
+                await call("Page.navigate", url=f"{base}/{path}")
+                results[name] = await _settle(call, name)
+                shot = await call("Page.captureScreenshot", format="png")
+                (shots / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        shutil.rmtree(profile, ignore_errors=True)
+    return results
+
+
+async def _settle(call, name: str, timeout: float = 90.0) -> dict:
+    """Probe until the script has finished and the page's main element is drawn, twice in a row."""
+    deadline, stable, probe = time.time() + timeout, 0, {}
+    await asyncio.sleep(1.0)
+    while time.time() < deadline:
+        res = await call("Runtime.evaluate", expression=PROBE, returnByValue=True)
+        probe = json.loads(res["result"]["value"])
+        drawn = probe["links"] if name == "overview" else probe["tables"]
+        stable = stable + 1 if drawn and not probe["running"] else 0
+        if stable >= 2 or probe["exceptions"]:
+            return probe
+        await asyncio.sleep(0.5)
+    return probe
+
+
+@pytest.fixture(scope="module")
+def rendered(server):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return asyncio.run(_render_all(server, ARTIFACTS))
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_renders_without_error_box(rendered, page):
+    probe = rendered[page]
+    assert probe["exceptions"] == 0 and probe["errors"] == 0, probe["text"][:2000]
+    assert (ARTIFACTS / f"{page}.png").stat().st_size > 10_000
+    if page == "overview":
+        assert probe["links"] >= 1
+    else:
+        assert probe["tables"] >= 1, probe["text"][:2000]
+
+
+@pytest.mark.parametrize("family", ["counters", "grounding"])
+def test_ranking_is_shown_best_first(rendered, filled_index, family):
+    store, _ = filled_index
+    if family not in load_schema().families:
+        pytest.skip(f"family {family!r} is not declared in the schema")
+    main = load_schema().families[family].main_metric
+    higher = load_schema().metrics[main].higher_is_better is not False
+    part = store.values[store.values.family == family].sort_values(["dataset", "split"]).head(1)
+    first = store.values[(store.values.family == family) & (store.values.dataset == part.dataset.iloc[0])
+                         & (store.values.split == part.split.iloc[0])]
+    best = first.sort_values(main, ascending=not higher).model.iloc[0]
+    cells = rendered[family]["cells"]
+    assert cells[:2] == ["1", best], cells
