@@ -181,3 +181,18 @@ def test_offline_sweep_logs_cc_and_bcc_per_generator(tmp_path):
     assert (cells["metrics.autoeval_bcc_rate_low"] <= cells["metrics.autoeval_bcc_rate_high"]).all()
     true = cells["metrics.autoeval_true_rate"]
     assert true["procedural_good"] > true["procedural_poor"]
+
+
+class _Refuses(ProceduralGenerator):
+    def generate_batch(self, prompts, seeds):
+        raise AssertionError("images should have been read from image_dir")
+
+
+def test_image_dir_reuses_generated_images(prompt_set, ctx, tmp_path):
+    task = GeckoNumAutoEval(ORACLE, seeds=[0], image_dir=str(tmp_path / "images"))
+    units = task.units(ProceduralGenerator(), prompt_set, ctx)[:6]
+    first = task.run_units(ProceduralGenerator(image_size=80, accuracy=0.6), prompt_set, units, ctx)
+    assert len(list((tmp_path / "images").glob("*.png"))) == 6
+    again = GeckoNumAutoEval(ORACLE, seeds=[0], image_dir=str(tmp_path / "images"))
+    second = again.run_units(_Refuses(), prompt_set, units, ctx)
+    assert second == first
