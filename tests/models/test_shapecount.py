@@ -130,24 +130,34 @@ def test_minilm_embeddings_are_offline_and_semantic():
 
 
 @pytest.mark.slow
-def test_train_counter_cli_logs_to_mlflow_and_loads_by_name(tiny_shapes, tmp_path):
+def test_trained_checkpoints_are_found_by_name_in_a_sweep(tmp_path):
+    """`countboard train-counter` logs both recipes to the store; a sweep then loads them from MLflow by name."""
+    from tests.conftest import run_sweep, store_runs
+
     from countboard.cli import main
 
-    store, data_dir = tmp_path / "store", tmp_path / "data"
-    args = ["train-counter", "--recipe", "naive", "--epochs", "1", "--dataset-root", str(tiny_shapes),
-            "--data-dir", str(data_dir), "--store", str(store)]
+    small = {"n_classes": 3, "image_size": [64, 64], "images_per_class": {"train": 3, "val": 0, "test": 2},
+             "multi_class_images": 3, "count_range": [1, 8], "size_range": [6.0, 10.0]}
+    data_dir, store = tmp_path / "data", tmp_path / "mlruns"
+    root = data_dir / "synthetic_shapes"
+    SyntheticShapes(root, split="train", **small)
+    args = ["train-counter", "--recipe", "both", "--epochs", "1", "--data-dir", str(data_dir), "--store", str(store)]
     assert main(args) == 0
-    local = local_checkpoint_path(data_dir, "naive")
-    assert local.is_file()
-    assert main(args) == 0  # identical settings: trained again, not logged twice
+    assert main(args) == 0  # same settings: trained again but not logged twice
     runs = pd.DataFrame(_runs(store))
-    assert len(runs) == 1 and runs["model"].tolist() == ["shapecount_naive"]
-    assert runs["status"].tolist() == ["FINISHED"]
-    local.unlink()
-    counter = ShapeCountCounter(recipe="naive", data_dir=str(data_dir), tracking_store=str(store))
-    assert counter.checkpoint.is_file() and str(store) in str(counter.checkpoint)
-    item = FSC147Dataset(tiny_shapes, split="test")[0]
-    assert counter.count([item], [item.class_name]).shape == (1,)
+    assert sorted(runs["model"]) == ["shapecount_aware", "shapecount_naive"]
+    assert set(runs["status"]) == {"FINISHED"}
+    for recipe in ("naive", "aware"):
+        local_checkpoint_path(data_dir, recipe).unlink()  # the sweep must find the checkpoints in MLflow
+
+    overrides = [f"dataset.{k}={v}".replace("'", "").replace(" ", "") for k, v in small.items()]
+    run_sweep(["-m", "model=shapecount_aware,shapecount_naive", "dataset=synthetic_shapes", "task=praco_negative",
+               *overrides], tmp_path)
+    cells = store_runs(store)
+    cells = cells[cells["tags.countboard.role"] == "cell"].set_index("tags.model")
+    assert sorted(cells.index) == ["shapecount_aware", "shapecount_naive"]
+    assert set(cells["status"]) == {"FINISHED"}
+    assert (cells["metrics.n_samples"] == 6).all() and cells["metrics.nmn"].notna().all()
 
 
 def _runs(store):
