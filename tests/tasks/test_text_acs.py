@@ -108,12 +108,16 @@ def test_simulated_labels_binary_and_multiclass_bcc(tmp_path):
     assert cells.loc[cells["cell"] == "all", "acs_bcc_mean"].iloc[0] == pytest.approx(m["acs_bcc_mean"])
     assert int(cells.loc[cells["cell"] != "all", "n_m"].sum()) == 200
     per = result.tables["per_prompt_type"].set_index("prompt_type")
-    assert per["n"].tolist() == [150, 0, 150] and per.loc["negative", "accuracy"] == pytest.approx(
+    assert per["n"].tolist() == [150, 0, 150] and per.loc["negative", "cc_rate"] == pytest.approx(
         ok.loc[ok["requested"] == "negative", "cc_success"].mean())
     mc = result.tables["multiclass"]
     assert len(mc) == 6 and np.allclose(mc.groupby("requested")["mean"].sum(), 1.0)
-    conf = result.tables["confusion"]
+    assert per.loc["positive", "bcc_low"] <= per.loc["positive", "bcc_rate"] <= per.loc["positive", "bcc_high"]
+    conf = result.tables["requested_confusion"]
     assert list(conf.columns) == ["requested", "classifier", "count"] and conf["count"].sum() == 300
+    conf = result.tables["confusion"]
+    assert list(conf.columns) == ["human", "classifier", "count"] and conf["count"].sum() == 100
+    assert result.tables["requested_human"]["count"].sum() == 100
     assert result.tags["classifier"] == "vader" and result.tags["evaluator"] == "vader"
     assert result.tags["attribute"] == "sentiment" and result.tags["human_source"] == "simulated"
     assert result.arrays["bcc_draws"]["p"].shape == (3, 400)

@@ -185,8 +185,9 @@ class TextACSTask(Task):
         human, notes = self.human_labels(df, labels, ctx)
         df = df.assign(human=human["human"], annotator_a=human["annotator_a"], annotator_b=human["annotator_b"])
         metrics: dict[str, float] = {}
-        tables: dict[str, pd.DataFrame] = {"confusion": _long_confusion(df["requested"], df["classifier_label"],
-                                                                        labels, "requested", "classifier")}
+        tables: dict[str, pd.DataFrame] = {
+            "requested_confusion": _long_confusion(df["requested"], df["classifier_label"], labels, "requested",
+                                                   "classifier")}
         arrays: dict[str, dict[str, np.ndarray]] = {}
         if (df["true_label"] != "").all():
             metrics["acs_true_rate"] = float((df["true_label"] == df["requested"]).mean())
@@ -197,8 +198,10 @@ class TextACSTask(Task):
             tables["bcc_cells"] = cells
             arrays["bcc_draws"] = draws
             metrics.update(_classifier_metrics(labelled, labels))
-            tables["human_confusion"] = _long_confusion(labelled["human"], labelled["classifier_label"], labels,
-                                                        "human", "classifier")
+            tables["confusion"] = _long_confusion(labelled["human"], labelled["classifier_label"], labels, "human",
+                                                  "classifier")
+            tables["requested_human"] = _long_confusion(labelled["requested"], labelled["human"], labels,
+                                                        "requested", "human")
             tables["classifier_rates"] = pd.DataFrame(
                 [{"label": k, **v} for k, v in one_vs_rest_rates(labelled["human"], labelled["classifier_label"],
                                                                  labels).items()])
@@ -298,19 +301,21 @@ def _long_confusion(rows: pd.Series, cols: pd.Series, labels: Sequence[str], row
 
 
 def _per_label(df: pd.DataFrame, labels: Sequence[str], cells: pd.DataFrame | None) -> pd.DataFrame:
-    """Per requested label: texts, CC success (``accuracy``), true and human rates, BCC mean where fitted."""
+    """Per requested label: texts, CC, human and true success rates, BCC mean and 90% interval where fitted."""
     rows = []
     for lab in labels:
         part = df[df["requested"] == lab]
         known = part[part["human"].notna()]
         row = {"prompt_type": lab, "n": len(part),
-               "accuracy": float(part["cc_success"].mean()) if len(part) else np.nan,
+               "cc_rate": float(part["cc_success"].mean()) if len(part) else np.nan,
                "human_rate": float((known["human"] == lab).mean()) if len(known) else np.nan,
                "n_human": len(known)}
         if (part["true_label"] != "").all() and len(part):
             row["true_rate"] = float((part["true_label"] == lab).mean())
         if cells is not None and lab in set(cells["cell"]):
-            row["bcc_mean"] = float(cells.loc[cells["cell"] == lab, "acs_bcc_mean"].iloc[0])
+            cell = cells.loc[cells["cell"] == lab].iloc[0]
+            row.update(bcc_rate=float(cell["acs_bcc_mean"]), bcc_low=float(cell["acs_bcc_low"]),
+                       bcc_high=float(cell["acs_bcc_high"]))
         rows.append(row)
     return pd.DataFrame(rows)
 
