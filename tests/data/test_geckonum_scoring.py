@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from countboard.data.geckonum import GENERATORS, read_annotations, read_prompts
@@ -140,3 +141,18 @@ def test_bad_rows_reported_with_file_and_line(geckonum_dir, prompts, tmp_path):
     assert messages[1].startswith("task_1_muse_a.csv:11: prompt id 9999 of image geckonum_09999_")
     assert messages[2].startswith("task_1_muse_a.csv:16: cannot read answer 'lots'")
     assert scored.units["n_answers"].sum() == 40 - 3
+
+
+def test_controlled_comparison_of_prompt_types(scored):
+    """Figure 3 and Section 5: Muse-B is strongest on additive prompts, Imagen-C on numeric-simple."""
+    tables = {
+        gen: summarize_units(units, 1, n_boot=10)
+        .tables["per_prompt_type_controlled"]
+        .set_index("prompt_type")
+        for gen, units in scored[1].units.groupby("model")
+    }
+    acc = pd.DataFrame({gen: t["accuracy"] for gen, t in tables.items()})
+    assert acc.loc["numeric_simple"].idxmax() == "imagen_c"
+    for kind in ("2-additive", "2-additive-color", "3-additive"):
+        assert acc.loc[kind].idxmax() == "muse_b", kind
+    assert (acc.loc["attribute-spatial"] < acc.loc["numeric_simple"]).all()

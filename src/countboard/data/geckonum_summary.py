@@ -17,6 +17,20 @@ from countboard.metrics.numeracy import accuracy_se, bootstrap_ci, chi2_accuracy
 
 #: Prompt numbers of the paper's controlled comparisons (Section 5.1, Tables A3-A4).
 SMALL_NUMBERS = (1, 2, 3, 4)
+#: Nouns of the paper's per-prompt-type comparison of Task 1 (Figure 3: numbers 1-4 and these words only).
+CONTROLLED_NOUNS = ("apple", "cat", "koala", "mushroom", "bottle")
+
+
+def controlled_units(units: pd.DataFrame) -> pd.DataFrame:
+    """Task 1 units whose question asks for a number 1-4 of one of ``CONTROLLED_NOUNS`` (colour words ignored).
+
+    Example:
+        >>> u = pd.DataFrame({"target": [2, 7, 3], "entity": ["black cat", "cat", "dog"]})
+        >>> controlled_units(u).index.tolist()
+        [0]
+    """
+    head = units["entity"].astype(str).str.split().str[-1]
+    return units[units["target"].isin(SMALL_NUMBERS) & head.isin(CONTROLLED_NOUNS)]
 
 
 @dataclass
@@ -112,6 +126,9 @@ def summarize_units(units: pd.DataFrame, task: int, n_boot: int = 2000, seed: in
         metrics["numeracy_image_accuracy"] = float(per_image.mean())
         metrics |= controlled_comparisons(units)
         tables["per_number"] = accuracy_table(units, "target", n_boot=n_boot, seed=seed)
+        tables["per_prompt_type_controlled"] = accuracy_table(
+            controlled_units(units), "prompt_type", n_boot=n_boot, seed=seed
+        )
         simple = units[units["prompt_type"] == "numeric_simple"]
         wide = number_confusion(simple["target"], simple["label"]).reset_index()
         tables["number_confusion"] = wide
