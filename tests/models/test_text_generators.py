@@ -13,8 +13,8 @@ from countboard.models import text_generator, text_procedural
 from countboard.models.text_generator import (
     CausalLMGenerator,
     TinyRandomCausalLM,
-    batch_seed,
     build_tiny_causal_lm,
+    stable_seed,
 )
 from countboard.models.text_procedural import SENTENCES, ProceduralStoryGenerator
 
@@ -73,7 +73,7 @@ def test_causal_lm_config_errors(tiny_dirs, tmp_path):
 def test_tiny_random_causal_lm_builds_in_a_temporary_directory(prompts):
     gen = TinyRandomCausalLM(batch_size=3, generation=GEN)
     assert gen.kind == "text_generator" and len(list(gen.generate(prompts[:3]))) == 3
-    assert batch_seed(0, ["a"]) != batch_seed(0, ["b"])
+    assert stable_seed(0, "a") != stable_seed(0, "b")
 
 
 def test_procedural_success_rate_and_truth():

@@ -40,14 +40,14 @@ class GeneratedText:
     true_label: str | None = None
 
 
-def batch_seed(seed: int, prompt_ids: Sequence[str]) -> int:
-    """A seed for one batch from the generator seed and the batch's prompt ids (stable across processes).
+def stable_seed(*parts: object) -> int:
+    """A 32-bit seed from the text of ``parts`` (the same in every process, unlike ``hash``).
 
     Example:
-        >>> batch_seed(0, ["a", "b"]) == batch_seed(0, ["a", "b"]) != batch_seed(1, ["a", "b"])
+        >>> stable_seed(0, "a", "b") == stable_seed(0, "a", "b") != stable_seed(1, "a", "b")
         True
     """
-    digest = hashlib.sha256(f"{seed}|{'|'.join(prompt_ids)}".encode()).digest()
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:4], "little")
 
 
@@ -140,7 +140,7 @@ class CausalLMGenerator(TextGenerator):
         texts = [self.format_prompt(p.prompt) for p in prompts]
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not self.use_chat)
         enc = {k: v.to(self.device) for k, v in enc.items()}
-        torch.manual_seed(batch_seed(self.seed, [p.prompt_id for p in prompts]))
+        torch.manual_seed(stable_seed(self.seed, *(p.prompt_id for p in prompts)))
         with torch.inference_mode():
             out = self.model.generate(**enc, generation_config=self.generation_config)
         new = out[:, enc["input_ids"].shape[1]:]

@@ -10,14 +10,13 @@ prompt id, so a text does not depend on how prompts are batched.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from countboard.data.text_prompts import SENTIMENT_LABELS, TextPrompt
 from countboard.errors import ConfigError
-from countboard.models.text_generator import GeneratedText, TextGenerator
+from countboard.models.text_generator import GeneratedText, TextGenerator, stable_seed
 
 NAMES = ("Anna", "Ben", "Clara", "David", "Emma", "Felix", "Grace", "Hugo", "Iris", "Jonas", "Keith", "Lena")
 #: Sentence banks per sentiment label (``{name}`` is filled in). The last two of each are hard for lexicon
@@ -58,12 +57,6 @@ SENTENCES: dict[str, tuple[str, ...]] = {
     ),
 }
 OPENINGS = ("This is the story of {title}.", "{title}.", "It began with {title}.")
-
-
-def prompt_rng(seed: int, prompt_id: str) -> np.random.Generator:
-    """A random stream for one prompt of one generator (stable across processes and batchings)."""
-    digest = hashlib.sha256(f"{seed}|{prompt_id}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 class ProceduralStoryGenerator(TextGenerator):
@@ -144,7 +137,7 @@ class ProceduralStoryGenerator(TextGenerator):
     def generate_batch(self, prompts: Sequence[TextPrompt]) -> list[GeneratedText]:
         out = []
         for p in prompts:
-            rng = prompt_rng(self.seed, p.prompt_id)
+            rng = np.random.default_rng(stable_seed(self.seed, p.prompt_id))
             label = self.written_label(p, rng)
             empty = rng.random() < self.empty_rate
             out.append(GeneratedText(p, "" if empty else self.story(p, label, rng), label))

@@ -37,6 +37,7 @@ from countboard.metrics.agreement import (
 )
 from countboard.models.text_classifiers import TextClassifier
 from countboard.quantify.bcc import SamplerConfig
+from countboard.quantify.beta import beta_mean, cc_posterior
 from countboard.quantify.cells import INTERVAL_MASS, counts_from_labels, report_cells
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
 from countboard.quantify.multiclass import fit_bcc_multiclass
@@ -213,8 +214,7 @@ class TextACSTask(Task):
             ctx.log.warning("text_acs: %d of %d texts have a human label; BCC needs some labelled and some "
                             "unlabelled texts, so only CC is logged", len(labelled), len(df))
         if "acs_cc_mean" not in metrics:
-            s = int(df["cc_success"].sum())
-            metrics["acs_cc_mean"] = (s + 1) / (len(df) + 2)  # mean of the CC posterior Beta(s + 1, N - s + 1)
+            metrics["acs_cc_mean"] = beta_mean(*cc_posterior(int(df["cc_success"].sum()), len(df)))
         pair = df[["annotator_a", "annotator_b"]].dropna()
         if len(pair):
             kappa = cohen_kappa(pair["annotator_a"].tolist(), pair["annotator_b"].tolist(), labels)
