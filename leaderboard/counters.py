@@ -13,6 +13,7 @@ FAMILY = "counters"
 DRIFT_TABLE = "tables/mosaic_pairs.parquet"
 NEGATIVE_TABLE = "tables/negative_matrix.parquet"
 MOSAIC_PREFIX = "figures/mosaic"
+NEGATIVE_COLUMNS = ("class_name", "prompt", "count")  # image class, prompted class, count
 GALLERY_SIZE = 12
 
 
@@ -28,7 +29,13 @@ def run_labels(df: pd.DataFrame) -> dict[str, str]:
 
 def drift_section(df: pd.DataFrame, labels: dict[str, str]) -> None:
     st.subheader("Count drift per counter")
-    pairs = data.read_tables(list(df.run_id), DRIFT_TABLE, labels)
+    frames = []
+    for entry, run_ids in zip(df.run_id, df.run_ids, strict=True):
+        source = data.first_with(list(run_ids), DRIFT_TABLE)
+        table = data.read_table(source, DRIFT_TABLE) if source else None
+        if table is not None and not table.empty:
+            frames.append(table.assign(label=labels[entry]))
+    pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     col = next((c for c in pairs.columns if "drift" in c), None) if not pairs.empty else None
     if col is None:
         widgets.missing("count drift", DRIFT_TABLE)
@@ -37,29 +44,36 @@ def drift_section(df: pd.DataFrame, labels: dict[str, str]) -> None:
                     key="cnt_drift")
 
 
-def negative_section(run_id: str, label: str) -> None:
+def negative_section(run_ids: list[str], label: str) -> None:
     st.subheader("Negative-label counts")
-    table = data.read_table(run_id, NEGATIVE_TABLE)
+    source = data.first_with(run_ids, NEGATIVE_TABLE)
+    table = data.read_table(source, NEGATIVE_TABLE) if source else None
     if table is None or table.empty:
         widgets.missing("negative-label matrix", NEGATIVE_TABLE)
         return
-    text = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
-    nums = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
-    if len(text) < 2 or not nums:
-        st.info(f"`{NEGATIVE_TABLE}` of {label} has no (class, prompted class, count) columns to draw.")
-        return
-    st.plotly_chart(figures.matrix_heatmap(table, text[0], text[1], nums[-1],
-                                           f"{label}: mean count per image class × prompted class"),
+    cols = NEGATIVE_COLUMNS if set(NEGATIVE_COLUMNS) <= set(table.columns) else None
+    if cols is None:
+        text = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
+        nums = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
+        if len(text) < 2 or not nums:
+            st.info(f"`{NEGATIVE_TABLE}` of {label} has no (class, prompted class, count) columns to draw.")
+            return
+        cols = (text[0], text[1], nums[-1])
+    rows, prompts, value = cols
+    st.plotly_chart(figures.matrix_heatmap(table, rows, prompts, value,
+                                           f"{label}: mean count per image class (rows) × prompted class"),
                     key="cnt_negative")
 
 
-def gallery_section(run_id: str, label: str) -> None:
+def gallery_section(run_ids: list[str], label: str) -> None:
     st.subheader("Mosaic density maps")
-    files = data.artifacts([run_id], MOSAIC_PREFIX)
+    files = data.artifacts(run_ids, MOSAIC_PREFIX)
     files = files[files.path.str.lower().str.endswith(".png")] if not files.empty else files
     if files.empty:
         widgets.missing("mosaic density maps", f"{MOSAIC_PREFIX}*.png")
         return
+    run_id = next(r for r in run_ids if r in set(files.run_id))
+    files = files[files.run_id == run_id]
     pairs = data.read_table(run_id, DRIFT_TABLE)
     cols = st.columns(4)
     for i, path in enumerate(files.path.head(GALLERY_SIZE)):
@@ -105,10 +119,11 @@ def main() -> None:
     widgets.show_ranking(df, shown, sort, key="cnt_ranking")
     labels = run_labels(df)
     drift_section(df, labels)
-    picked = st.selectbox("Run for the heatmap and the gallery", list(labels), format_func=labels.get,
+    picked = st.selectbox("Counter for the heatmap and the gallery", list(labels), format_func=labels.get,
                           key="cnt_run")
-    negative_section(picked, labels[picked])
-    gallery_section(picked, labels[picked])
+    run_ids = list(df.set_index("run_id").loc[picked, "run_ids"])
+    negative_section(run_ids, labels[picked])
+    gallery_section(run_ids, labels[picked])
 
 
 if __name__ == "__main__":

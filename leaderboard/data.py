@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -141,15 +142,20 @@ def choices(key: str) -> pd.DataFrame:
 
 def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = True,
             columns: list[str] | None = None) -> pd.DataFrame:
-    """Runs of family ``key`` best first by ``sort`` (its direction from the schema; unknown: descending).
+    """Entries of family ``key`` best first by ``sort`` (its direction from the schema; unknown: descending).
 
-    ``columns``: the metric keys to fetch (all of the view's when None).
+    With ``latest_only`` one row per subject × dataset × split × evaluator, the latest run of each task merged (see
+    ``queries.ranking``); otherwise one row per run. ``columns``: the metric keys to fetch (None: all).
     """
     if not has_family_view(key):
         return pd.DataFrame()
-    sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns)
+    keys = [m.key for m in view_metrics(key)]
+    sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns, keys)
     params = (filters.dataset, filters.dataset, filters.split, filters.split)
-    return query(sql, params * 2 if latest_only else params)
+    df = query(sql, params * 2 if latest_only else params)
+    if "run_ids" not in df:
+        df["run_ids"] = [[r] for r in df.run_id]
+    return df
 
 
 def run_tag(run_ids: list[str], tag: str) -> dict[str, str]:
@@ -195,6 +201,21 @@ def read_table(run_id: str, path: str) -> pd.DataFrame | None:
     if local is None:
         return None
     return _read_parquet(str(local), local.stat().st_mtime_ns)
+
+
+def read_arrays(run_id: str, path: str) -> dict[str, np.ndarray] | None:
+    """A run's ``.npz`` artifact (no pickled objects), None when missing."""
+    local = artifact_file(run_id, path)
+    if local is None:
+        return None
+    with np.load(local, allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def first_with(run_ids: list[str], path: str) -> str | None:
+    """The first of ``run_ids`` that has the artifact ``path`` (an entry's runs, most recent first)."""
+    have = set(artifacts(list(run_ids), path).query("path == @path").run_id) if run_ids else set()
+    return next((r for r in run_ids if r in have), None)
 
 
 def read_tables(run_ids: list[str], path: str, label: dict[str, str] | None = None) -> pd.DataFrame:

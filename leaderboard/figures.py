@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import plotly.express as px
@@ -113,7 +115,30 @@ def rank_chart(rank_df: pd.DataFrame, label: str, group: str, title: str) -> go.
     return fig
 
 
-def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str) -> go.Figure:
-    fig = px.bar(df, x=x, y=y, color=color, barmode="group", title=title)
+def number_confusion(targets: pd.Series, counted: pd.Series) -> pd.DataFrame:
+    """Long table ``requested, counted, n`` from per-image JSON lists of requested and counted numbers.
+
+    Each entity of each image is one pair; counts are rounded to the nearest integer.
+
+    Example:
+        >>> number_confusion(pd.Series(["[2, 3]", "[2]"]), pd.Series(["[2.2, 4.0]", "[1.0]"])).values.tolist()
+        [[2, 1, 1], [2, 2, 1], [3, 4, 1]]
+    """
+    pairs = [(int(t), int(round(float(c)))) for ts, cs in zip(targets, counted, strict=True)
+             if isinstance(ts, str) and isinstance(cs, str)
+             for t, c in zip(json.loads(ts), json.loads(cs), strict=False)]
+    df = pd.DataFrame(pairs, columns=["requested", "counted"])
+    return df.value_counts().rename("n").reset_index().sort_values(["requested", "counted"]).reset_index(drop=True)
+
+
+def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str,
+         error: tuple[str, str] | None = None) -> go.Figure:
+    """Grouped bars; ``error`` = (low, high) columns draw an interval on each bar."""
+    extra = {}
+    if error is not None:
+        low, high = error
+        df = df.assign(_up=df[high] - df[y], _down=df[y] - df[low])
+        extra = {"error_y": "_up", "error_y_minus": "_down"}
+    fig = px.bar(df, x=x, y=y, color=color, barmode="group", title=title, **extra)
     fig.update_layout(xaxis_title=None)
     return fig

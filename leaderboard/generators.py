@@ -20,9 +20,11 @@ import widgets
 from countboard.schema import MetricInfo, load_schema
 
 GENERATOR_KIND = "generator"
-EVALUATOR_TAG = "evaluator"
-EVALUATOR_PARAMS = ("evaluator.name", "task.evaluator", "evaluator")
-CONFUSION_TABLE = "tables/confusion.parquet"
+CONFUSION_TABLE = "tables/human_confusion.parquet"
+SAMPLES = "samples.parquet"
+DRAWS_ARRAY = "arrays/bcc_draws.npz"
+POOLED_CELL = "all"
+PROMPT_TYPE_VALUES = ("bcc_rate", "bcc_mean", "accuracy", "cc_rate")
 PROMPT_TYPE_TABLE = "tables/per_prompt_type.parquet"
 INTERVAL_SUFFIXES = (("_low", "_high"), ("_ci_low", "_ci_high"), ("_lo", "_hi"))
 
@@ -64,13 +66,14 @@ def siblings(keys: list[str], main: str, interval: tuple[str, str]) -> list[str]
     return out
 
 
-def with_evaluator(df: pd.DataFrame) -> pd.DataFrame:
-    """Add an ``evaluator`` column from the runs' ``evaluator`` tag or evaluator param ("—" when none)."""
-    ids = list(df.run_id)
-    found = pd.Series(df.run_id.map(data.run_tag(ids, EVALUATOR_TAG)), index=df.index, dtype=object)
-    for key in EVALUATOR_PARAMS:
-        found = found.fillna(df.run_id.map(data.run_param(ids, key)))
-    return df.assign(evaluator=found.fillna("—"))
+def read_draws(run_ids: list[str]) -> np.ndarray | None:
+    """Posterior draws of the pooled success rate from an entry's ``arrays/bcc_draws.npz``, if it has one."""
+    source = data.first_with(run_ids, DRAWS_ARRAY)
+    arrays = data.read_arrays(source, DRAWS_ARRAY) if source else None
+    if not arrays or "p" not in arrays or "cells" not in arrays:
+        return None
+    cells = [str(c) for c in arrays["cells"]]
+    return np.asarray(arrays["p"])[cells.index(POOLED_CELL)] if POOLED_CELL in cells else None
 
 
 def family_section(family: str) -> None:
@@ -85,12 +88,11 @@ def family_section(family: str) -> None:
     prefix = f"gen_{family}"
     filters = widgets.filters(family, prefix)
     sort, shown = widgets.metric_picker(family, metrics, prefix)
-    df = data.ranking(family, sort, filters, latest_only=False)
+    df = data.ranking(family, sort, filters, latest_only=True)
     if df.empty:
         st.info("No runs match these filters.")
         return
-    df = with_evaluator(df)
-    df = df.sort_values("evaluator", kind="stable").drop_duplicates(["model", "dataset", "split", "evaluator"])
+    df = df.assign(evaluator=df.evaluator.fillna("—"))
     evaluators = list(dict.fromkeys(df.evaluator))
     widgets.show_ranking(df, shown, sort, extra=("evaluator",) if evaluators != ["—"] else (),
                          key=f"{prefix}_ranking")
@@ -121,12 +123,19 @@ def interval_section(df: pd.DataFrame, sort: MetricInfo, interval: tuple[str, st
     if len(part) < 2:
         st.info("Pairwise probabilities need at least two generators with an interval.")
         return
-    p = figures.prob_greater_normal(part[sort.key].to_numpy(), part[low].to_numpy(), part[high].to_numpy())
+    draws = [read_draws(list(ids)) for ids in part.run_ids]
+    if all(d is not None for d in draws):
+        n = min(len(d) for d in draws)
+        p = figures.prob_greater_draws(np.stack([d[:n] for d in draws]))
+        how = f"Share of {n} posterior draws (arrays/bcc_draws.npz) in which A's rate is higher; runs independent."
+    else:
+        p = figures.prob_greater_normal(part[sort.key].to_numpy(), part[low].to_numpy(), part[high].to_numpy())
+        how = "Each estimate taken as normal with the spread of its interval (read as 90%); estimates independent."
     if sort.higher_is_better is False:
         p = p.T
     st.plotly_chart(figures.pairwise_heatmap(p, list(part.model), f"P(A better than B) by {sort.display}"),
                     key=f"{prefix}_pairwise")
-    st.caption("Each estimate taken as normal with the spread of its interval (read as 90%); estimates independent.")
+    st.caption(how)
 
 
 def stability_section(df: pd.DataFrame, sort: MetricInfo, prefix: str) -> None:
@@ -140,31 +149,45 @@ def stability_section(df: pd.DataFrame, sort: MetricInfo, prefix: str) -> None:
 
 
 def prompt_type_section(df: pd.DataFrame, labels: dict[str, str], prefix: str) -> None:
-    table = data.read_tables(list(df.run_id), PROMPT_TYPE_TABLE, labels)
-    value = next((c for c in ("accuracy", "acc", "mean") if c in table.columns), None)
-    kind = next((c for c in ("prompt_type", "type", "category") if c in table.columns), None)
-    st.subheader("Accuracy per prompt type")
-    if value is None or kind is None:
-        widgets.missing("per-prompt-type accuracy", PROMPT_TYPE_TABLE)
+    st.subheader("Success per prompt type")
+    frames = []
+    for entry, ids in zip(df.run_id, df.run_ids, strict=True):
+        source = data.first_with(list(ids), PROMPT_TYPE_TABLE)
+        table = data.read_table(source, PROMPT_TYPE_TABLE) if source else None
+        if table is not None and not table.empty:
+            frames.append(table.assign(label=labels[entry]))
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    value = next((c for c in PROMPT_TYPE_VALUES if c in table.columns and table[c].notna().any()), None)
+    if value is None or "prompt_type" not in table.columns:
+        widgets.missing("per-prompt-type success", PROMPT_TYPE_TABLE)
         return
-    st.plotly_chart(figures.bars(table, kind, value, "label", "Accuracy per prompt type"), key=f"{prefix}_types")
+    low, high = value.replace("rate", "low"), value.replace("rate", "high")
+    error = (low, high) if value.endswith("_rate") and {low, high} <= set(table.columns) else None
+    st.plotly_chart(figures.bars(table, "prompt_type", value, "label", f"{value} per prompt type", error=error),
+                    key=f"{prefix}_types")
+
+
+def confusion_table(run_ids: list[str]) -> tuple[pd.DataFrame | None, str]:
+    """Requested × counted numbers from the entry's per-image records, else its label confusion table."""
+    source = data.first_with(run_ids, SAMPLES)
+    samples = data.read_table(source, SAMPLES) if source else None
+    if samples is not None and {"targets", "evaluator_counts"} <= set(samples.columns):
+        return figures.number_confusion(samples.targets, samples.evaluator_counts), "requested × counted number"
+    source = data.first_with(run_ids, CONFUSION_TABLE)
+    table = data.read_table(source, CONFUSION_TABLE) if source else None
+    return table, "human label × evaluator label"
 
 
 def confusion_section(df: pd.DataFrame, labels: dict[str, str], prefix: str) -> None:
-    st.subheader("Number confusion matrix")
-    with_table = data.artifacts(list(df.run_id), CONFUSION_TABLE)
-    if with_table.empty:
-        widgets.missing("number confusion matrix", CONFUSION_TABLE)
-        return
-    ids = list(dict.fromkeys(with_table.run_id))
-    run_id = st.selectbox("Run", ids, format_func=lambda r: labels.get(r, r), key=f"{prefix}_conf_run")
-    table = data.read_table(run_id, CONFUSION_TABLE)
+    st.subheader("Confusion matrix")
+    entry = st.selectbox("Entry", list(df.run_id), format_func=lambda r: labels.get(r, r), key=f"{prefix}_conf_run")
+    table, what = confusion_table(list(df.set_index("run_id").loc[entry, "run_ids"]))
     if table is None or table.empty or table.shape[1] < 3:
-        widgets.missing("number confusion matrix", CONFUSION_TABLE)
+        widgets.missing("confusion matrix", f"{SAMPLES} (targets, evaluator_counts) or {CONFUSION_TABLE}")
         return
     rows, cols, value = table.columns[0], table.columns[1], table.columns[-1]
     top = float(np.nanmax(table[value].to_numpy(dtype=float)))
-    st.plotly_chart(figures.matrix_heatmap(table, rows, cols, value, f"{labels.get(run_id, run_id)}: {rows} × {cols}",
+    st.plotly_chart(figures.matrix_heatmap(table, rows, cols, value, f"{labels.get(entry, entry)}: {what}",
                                            zmin=0, zmax=top or None), key=f"{prefix}_confusion")
 
 

@@ -16,13 +16,29 @@ import widgets
 FAMILY = "grounding"
 SAMPLES = "samples.parquet"
 HISTOGRAM_LIMIT = 4
+HISTOGRAM_TABLE = "tables/grounding_histograms.parquet"  # its `metric` column names the scores to draw
 POINTING_PREFIX = "pg_"
+
+
+def histogram_keys(df: pd.DataFrame) -> list[str]:
+    """The scores the task histogrammed (the ``metric`` column of its histogram table), in its order."""
+    ids = [r for run_ids in df.run_ids for r in run_ids]
+    source = data.first_with(ids, HISTOGRAM_TABLE)
+    table = data.read_table(source, HISTOGRAM_TABLE) if source else None
+    return list(dict.fromkeys(table.metric)) if table is not None and "metric" in table else []
 
 
 def histogram_section(df: pd.DataFrame, metric_keys: list[str], labels: dict[str, str]) -> None:
     st.subheader("Per-sample distributions")
-    samples = data.read_tables(list(df.run_id), SAMPLES, labels)
-    cols = [k for k in metric_keys if k in samples.columns][:HISTOGRAM_LIMIT] if not samples.empty else []
+    frames = []
+    for entry, ids in zip(df.run_id, df.run_ids, strict=True):
+        source = data.first_with(list(ids), SAMPLES)
+        table = data.read_table(source, SAMPLES) if source else None
+        if table is not None and not table.empty:
+            frames.append(table.assign(label=labels[entry]))
+    samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    cols = [k for k in histogram_keys(df) if k in samples.columns] or \
+        [k for k in metric_keys if k in samples.columns][:HISTOGRAM_LIMIT]
     if not cols:
         widgets.missing("per-sample grounding scores", SAMPLES)
         return
@@ -33,10 +49,12 @@ def histogram_section(df: pd.DataFrame, metric_keys: list[str], labels: dict[str
 
 
 def pointing_section(df: pd.DataFrame, metric_keys: list[str], labels: dict[str, str]) -> None:
+    """Pointing-game shares (``pg_*`` metrics with values in [0, 1]) per model."""
     st.subheader("Pointing game and its uncertainty")
-    keys = [k for k in metric_keys if k.startswith(POINTING_PREFIX) and df[k].notna().any()]
+    keys = [k for k in metric_keys if k.startswith(POINTING_PREFIX) and k in df and df[k].notna().any()
+            and df[k].dropna().between(0, 1).all()]
     if not keys:
-        st.info(f"No pointing-game metric (`{POINTING_PREFIX}*`) in these runs.")
+        st.info(f"No pointing-game share (`{POINTING_PREFIX}*` in [0, 1]) in these runs.")
         return
     long = df.assign(label=df.run_id.map(labels)).melt(id_vars=["label"], value_vars=keys, var_name="metric")
     long["metric"] = long.metric.map(data.metric_display)

@@ -65,21 +65,37 @@ RUN_METRICS = "SELECT key, value, step, timestamp FROM metrics WHERE run_id = ? 
 
 
 def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
-            columns: list[str] | None = None) -> str:
-    """Finished runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
+            columns: list[str] | None = None, metric_keys: list[str] | None = None) -> str:
+    """Runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
 
-    Parameters, in order: dataset, dataset, split, split (NULL for "all"); with ``latest_only`` two more, the same
-    again, for the subquery that keeps the most recent run of each model × dataset × split × task. ``columns``
-    (metric keys) narrows the metric columns to those (all when None): fewer columns, faster answers.
+    Parameters, in order: dataset, dataset, split, split (NULL for "all"), twice with ``latest_only``.
+
+    With ``latest_only`` the rows are entries, not runs: one per subject (the generator a run judges, else its
+    model) × dataset × split × evaluator, merging the most recent run of each task (a counter's negative-label and
+    mosaic runs make one row); each metric comes from the most recent of those runs that has it, ``run_id`` is the
+    run that gave ``sort_key`` and ``run_ids`` lists them all. ``metric_keys`` (all metric columns of the view) is
+    needed then; ``columns`` narrows the metric columns returned (all when None).
     """
     view = view_name(family)
-    order = "DESC" if descending else "ASC"
-    metric_cols = "*" if columns is None else ", ".join(
-        dict.fromkeys([*(quote_identifier(c) for c in VIEW_RUN_COLUMNS), *map(quote_identifier, columns),
-                       quote_identifier(sort_key)]))
+    order = f"{quote_identifier(sort_key)} {'DESC' if descending else 'ASC'} NULLS LAST, model, run_id"
     where = "(? IS NULL OR dataset = ?) AND (? IS NULL OR split = ?)"
-    if latest_only:
-        where += (f" AND run_id IN (SELECT arg_max(run_id, end_time) FROM {view} WHERE {where} "
-                  "GROUP BY model, dataset, split, task)")
-    return (f"SELECT {metric_cols} FROM {view}\nWHERE {where}\n"
-            f"ORDER BY {quote_identifier(sort_key)} {order} NULLS LAST, model, run_id")
+    if not latest_only:
+        cols = "*" if columns is None else ", ".join(dict.fromkeys(
+            [*map(quote_identifier, VIEW_RUN_COLUMNS), *map(quote_identifier, columns), quote_identifier(sort_key)]))
+        return f"SELECT {cols} FROM {view}\nWHERE {where}\nORDER BY {order}"
+    if metric_keys is None:
+        raise ValueError("ranking(latest_only=True) needs metric_keys, the metric columns of the view")
+    keys = list(dict.fromkeys([*(metric_keys if columns is None else columns), sort_key]))
+    s = quote_identifier(sort_key)
+    merged = "".join(f",\n  arg_max({quote_identifier(k)}, end_time) FILTER (WHERE {quote_identifier(k)} IS NOT NULL)"
+                     f" AS {quote_identifier(k)}" for k in keys)
+    return (
+        f"WITH latest AS (\n  SELECT * FROM {view} WHERE {where} AND run_id IN (\n"
+        f"    SELECT arg_max(run_id, end_time) FROM {view} WHERE {where}\n"
+        f"    GROUP BY coalesce(generator, model), dataset, split, evaluator, task))\n"
+        f"SELECT coalesce(generator, model) AS model, dataset, split, evaluator,\n"
+        f"  coalesce(arg_max(run_id, end_time) FILTER (WHERE {s} IS NOT NULL), arg_max(run_id, end_time)) AS run_id,\n"
+        f"  arg_max(experiment_id, end_time) AS experiment_id, list(run_id ORDER BY end_time DESC) AS run_ids,\n"
+        f"  string_agg(DISTINCT task, ', ') AS task, max(end_time) AS end_time{merged}\n"
+        f"FROM latest GROUP BY coalesce(generator, model), dataset, split, evaluator\n"
+        f"ORDER BY {order}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 TABLES: dict[str, str] = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
@@ -20,7 +20,8 @@ TABLES: dict[str, str] = {
     "runs": "run_id VARCHAR PRIMARY KEY, experiment_id VARCHAR, run_name VARCHAR, status VARCHAR, "
             "user_id VARCHAR, start_time TIMESTAMP, end_time TIMESTAMP, lifecycle_stage VARCHAR, "
             "artifact_uri VARCHAR, parent_run_id VARCHAR, is_sweep BOOLEAN, family VARCHAR, model VARCHAR, "
-            "dataset VARCHAR, split VARCHAR, task VARCHAR, model_kind VARCHAR, config_hash VARCHAR, "
+            "dataset VARCHAR, split VARCHAR, task VARCHAR, model_kind VARCHAR, generator VARCHAR, evaluator VARCHAR, "
+            "config_hash VARCHAR, "
             "git_commit VARCHAR, fingerprint VARCHAR",
     "params": "run_id VARCHAR, key VARCHAR, value VARCHAR",
     "tags": "run_id VARCHAR, key VARCHAR, value VARCHAR",
@@ -36,8 +37,8 @@ TABLES: dict[str, str] = {
 PER_RUN_TABLES = ("runs", "params", "tags", "metrics", "metric_history", "artifacts")
 
 # Columns of ``runs`` every family view starts with.
-VIEW_RUN_COLUMNS = ("run_id", "experiment_id", "run_name", "model", "model_kind", "dataset", "split", "task",
-                    "config_hash", "start_time", "end_time", "parent_run_id")
+VIEW_RUN_COLUMNS = ("run_id", "experiment_id", "run_name", "model", "model_kind", "generator", "evaluator",
+                    "dataset", "split", "task", "config_hash", "start_time", "end_time", "parent_run_id")
 
 _IDENT = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 

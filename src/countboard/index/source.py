@@ -50,7 +50,11 @@ class RunSnapshot:
         return h.hexdigest()[:32]
 
     def row(self) -> dict:
-        """The ``runs`` row, with the run conventions' tags lifted into columns."""
+        """The ``runs`` row, with the run conventions' tags lifted into columns.
+
+        ``generator`` and ``evaluator`` come from the tags tasks set; a run tagged with a generator other than its
+        model (a classifier judging a generator's outputs) has its model as evaluator.
+        """
         t = self.tags
         return {
             "run_id": self.run_id, "experiment_id": self.experiment_id, "run_name": self.run_name,
@@ -59,7 +63,10 @@ class RunSnapshot:
             "parent_run_id": t.get(PARENT_TAG), "is_sweep": t.get(ROLE_TAG) == "sweep",
             "family": t.get("family"), "model": t.get("model"), "dataset": t.get("dataset"),
             "split": t.get("split") or self.params.get("dataset.split"), "task": t.get("task"),
-            "model_kind": t.get("model_kind"), "config_hash": t.get("config_hash"),
+            "model_kind": t.get("model_kind"), "generator": t.get("generator"),
+            "evaluator": t.get("evaluator") or (t.get("model") if t.get("generator") not in (None, t.get("model"))
+                                                else None),
+            "config_hash": t.get("config_hash"),
             "git_commit": t.get("git_commit"), "fingerprint": self.fingerprint,
         }
 

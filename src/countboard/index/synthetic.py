@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import shutil
 import tempfile
 import time
@@ -111,38 +112,49 @@ def _png(rng: np.random.Generator) -> bytes:
     return buf.getvalue()
 
 
-def family_artifacts(family: str, rng: np.random.Generator, skill: float) -> dict[str, pd.DataFrame | bytes]:
-    """Artifacts shaped like the tasks' outputs: Parquet tables (DataFrames) and PNG figures (bytes)."""
+def family_artifacts(family: str, rng: np.random.Generator, skill: float) -> dict[str, object]:
+    """Artifacts shaped like the tasks' outputs: Parquet tables (DataFrames), PNG figures (bytes), arrays (dicts)."""
     n = 40
     truth = rng.integers(1, 11, n)
     if family == "counters":
-        pred = np.maximum(truth + np.round(rng.normal(0, 3 * (1 - skill), n)), 0).astype(int)
-        labels = [f"class_{i}" for i in range(4)]
-        neg = pd.DataFrame({"label": np.repeat(labels, 4), "negative_label": np.tile(labels, 4),
-                            "count_pred": rng.random(16) * 3})
-        pairs = pd.DataFrame({"pair_id": np.arange(n), "count_true": truth, "count_pred": pred,
-                              "drift": rng.normal(0, 1 - skill, n)})
-        return {"samples.parquet": pd.DataFrame({"unit_id": [f"u{i}" for i in range(n)], "count_true": truth,
-                                                  "count_pred": pred}),
-                "tables/negative_matrix.parquet": neg, "tables/mosaic_pairs.parquet": pairs,
-                "figures/mosaic_density.png": _png(rng)}
-    if family in ("generators", "acs"):
-        requested = rng.integers(1, 6, n)
-        counted = np.where(rng.random(n) < skill, requested, rng.integers(1, 6, n))
-        conf = pd.crosstab(requested, counted).stack().rename("n").reset_index()
-        conf.columns = ["requested", "counted", "n"]
-        per_type = pd.DataFrame({"prompt_type": ["numeral", "word", "sentence"],
-                                 "accuracy": np.clip(skill + rng.normal(0, 0.05, 3), 0, 1), "n": [n, n, n]})
-        return {"tables/confusion.parquet": conf, "tables/per_prompt_type.parquet": per_type}
+        classes = [f"class_{i}" for i in range(4)]
+        image_class = rng.choice(classes, n)
+        neg = pd.DataFrame([{"class_name": c, "prompt": p, "image_id": f"img{i}", "gt": int(truth[i]),
+                             "count": float(truth[i] if p == c else rng.random() * 3 * (1 - skill))}
+                            for i, c in enumerate(image_class) for p in classes])
+        c_pos = np.maximum(truth + np.round(rng.normal(0, 3 * (1 - skill), n)), 0)
+        pairs = pd.DataFrame({"unit_id": [f"m{i}" for i in range(n)], "image_id": [f"img{i}" for i in range(n)],
+                              "gt": truth, "c_pos": c_pos, "c_neg": rng.random(n) * 2, "c_single": truth * 1.0,
+                              "drift": np.abs(c_pos - truth) / truth,
+                              "figure": [f"{i:02d}" if i < 2 else None for i in range(n)]})
+        return {"samples.parquet": pairs[["unit_id", "gt", "c_pos"]], "tables/negative_matrix.parquet": neg,
+                "tables/mosaic_pairs.parquet": pairs, "figures/mosaic_00.png": _png(rng),
+                "figures/mosaic_01.png": _png(rng)}
+    if "generator" in family or family == "acs":
+        targets = [[int(t)] for t in rng.integers(1, 6, n)]
+        counted = [[float(t[0] if rng.random() < skill else rng.integers(1, 6))] for t in targets]
+        samples = pd.DataFrame({"unit_id": [f"g{i}" for i in range(n)],
+                                "targets": [json.dumps(t) for t in targets],
+                                "evaluator_counts": [json.dumps(c) for c in counted]})
+        rate = np.clip(skill + rng.normal(0, 0.05, 3), 0.05, 0.95)
+        per_type = pd.DataFrame({"prompt_type": ["numeric_simple", "numeric_sentence", "2-additive"], "n": [n] * 3,
+                                 "cc_rate": rate, "bcc_rate": rate, "bcc_low": rate - 0.05, "bcc_high": rate + 0.05})
+        draws = {"cells": np.array(["numeric_simple", "all"]),
+                 "p": np.clip(rng.normal(skill, 0.03, (2, 200)), 0, 1)}
+        return {"samples.parquet": samples, "tables/per_prompt_type.parquet": per_type,
+                "arrays/bcc_draws.npz": draws}
     if family == "grounding":
-        return {"samples.parquet": pd.DataFrame({"unit_id": [f"u{i}" for i in range(n)],
-                                                  "iou_soft": rng.beta(1 + 5 * skill, 3, n),
-                                                  "io_ratio": rng.beta(1 + 5 * skill, 2, n),
-                                                  "pg_hit": (rng.random(n) < skill).astype(int)})}
+        samples = pd.DataFrame({"unit_id": [f"u{i}" for i in range(n)], "iou_soft": rng.beta(1 + 5 * skill, 3, n),
+                                "io_ratio": rng.beta(1 + 5 * skill, 2, n), "pg_hit": (rng.random(n) < skill).astype(int)})
+        edges = np.linspace(0, 1, 11)
+        hist = pd.DataFrame([{"metric": k, "bin_lo": edges[i], "bin_hi": edges[i + 1], "count": int(c)}
+                             for k in ("iou_soft", "io_ratio")
+                             for i, c in enumerate(np.histogram(samples[k], bins=edges)[0])])
+        return {"samples.parquet": samples, "tables/grounding_histograms.parquet": hist}
     return {}
 
 
-def _log_artifacts(client, run_id: str, artifacts: dict[str, pd.DataFrame | bytes]) -> None:
+def _log_artifacts(client, run_id: str, artifacts: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for rel, content in artifacts.items():
@@ -150,6 +162,8 @@ def _log_artifacts(client, run_id: str, artifacts: dict[str, pd.DataFrame | byte
             path.parent.mkdir(parents=True, exist_ok=True)
             if isinstance(content, pd.DataFrame):
                 content.to_parquet(path, index=False)
+            elif isinstance(content, dict):
+                np.savez(path, **content)
             else:
                 path.write_bytes(content)
         client.log_artifacts(run_id, str(root))
