@@ -74,3 +74,15 @@ def test_interval_and_sibling_keys_follow_naming():
     assert interval_keys(keys, "autoeval_cc_rate") is None
     got = siblings(keys, "autoeval_bcc_rate", ("autoeval_bcc_rate_low", "autoeval_bcc_rate_high"))
     assert got == ["autoeval_cc_rate", "autoeval_human_rate"]
+
+
+def test_number_confusion_against_a_loop():
+    rng = np.random.default_rng(4)
+    targets = [list(map(int, rng.integers(1, 5, rng.integers(1, 3)))) for _ in range(30)]
+    counted = [[float(t + rng.integers(-1, 2)) + rng.uniform(-0.4, 0.4) for t in ts] for ts in targets]
+    got = figures.number_confusion(pd.Series(map(str, targets)), pd.Series(map(str, counted)))
+    expected: dict[tuple[int, int], int] = {}
+    for ts, cs in zip(targets, counted, strict=True):
+        for t, c in zip(ts, cs, strict=True):
+            expected[(t, round(c))] = expected.get((t, round(c)), 0) + 1
+    assert {(r.requested, r.counted): r.n for r in got.itertuples()} == expected
