@@ -72,7 +72,7 @@ def test_import_logs_one_run_per_generator_and_task_then_skips(geckonum_dir, tmp
     store = tmp_path / "store"
     argv = [str(geckonum_dir / "geckonum_annotations.zip"), "--store", str(store), "--task", "2", "--task", "3",
             "--n-boot", "100"]  # fmt: skip
-    assert _run(argv) == 0
+    assert cli.main(["import-geckonum", *argv]) == 0  # the real entry point
     assert "logged 14 run(s)" in capsys.readouterr().out
     runs = _runs(store)
     assert len(runs) == 14
