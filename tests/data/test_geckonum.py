@@ -10,6 +10,7 @@ import pytest
 
 from countboard.data.geckonum import (
     GENERATORS,
+    annotation_digests,
     list_annotation_files,
     parse_entities,
     read_annotations,
@@ -63,6 +64,8 @@ def test_zip_and_folder_give_same_rows(geckonum_dir, tmp_path):
     from_zip = from_zip[from_zip["model"] == "muse_a"].reset_index(drop=True)
     assert from_folder["answer_num"].tolist() == from_zip["answer_num"].tolist()
     assert from_folder["line"].tolist() == from_zip["line"].tolist()
+    zip_digest = annotation_digests(zpath, 2)["task_2_muse_a.csv"]
+    assert annotation_digests(tmp_path, 2) == {"task_2_muse_a.csv": zip_digest}
 
 
 def _write(path: Path, text: str) -> Path:

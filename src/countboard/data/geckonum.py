@@ -12,10 +12,10 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import io
 import re
 import zipfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -262,9 +262,10 @@ def split_image_id(image_id: str) -> tuple[int, int]:
 
 
 def annotation_digests(path: str | Path, task: int | None = None) -> dict[str, str]:
-    """A content fingerprint per annotation file (CRC-32 and size from a zip, SHA-256 of a CSV in a folder).
+    """A content fingerprint per annotation file: CRC-32 and size (read from a zip's directory, or computed).
 
-    Used in ``config_hash`` so that re-importing unchanged files is skipped and changed ones are logged again.
+    The same file gives the same fingerprint inside the zip and extracted into a folder. Used in ``config_hash``
+    so that re-importing unchanged files is skipped and changed ones are logged again.
     """
     path = Path(path)
     files = list_annotation_files(path, task)
@@ -278,5 +279,6 @@ def annotation_digests(path: str | Path, task: int | None = None) -> dict[str, s
         return out
     folder = _csv_folder(path)
     for f in files:
-        out[f.name] = "sha256:" + hashlib.sha256((folder / f.name).read_bytes()).hexdigest()
+        data = (folder / f.name).read_bytes()
+        out[f.name] = f"crc32:{zlib.crc32(data):08x}:{len(data)}"
     return out
