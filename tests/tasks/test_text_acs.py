@@ -73,9 +73,12 @@ def test_every_classifier_option_composes_and_builds(hydra_init, option):
     assert clf.labels == tuple(cfg.dataset.labels)
 
 
-def test_default_classifier_and_metric_keys_are_declared(hydra_init):
-    cfg = compose("config", overrides=["model=story_procedural_poor", "dataset=sentiment_stories", "task=text_acs"])
+def test_default_classifier_dataset_and_metric_keys_are_declared(hydra_init):
+    cfg = compose("config", overrides=["model=story_procedural_poor", "task=text_acs"])
     assert cfg.task.classifier.name == "vader" and cfg.model.kind == "text_generator"
+    assert cfg.dataset.name == "sentiment_stories"  # text_acs's default prompt set
+    assert compose("config", overrides=["task=text_acs", "dataset=synthetic_shapes"]).dataset.name == \
+        "synthetic_shapes"
     schema = load_schema()
     for key in ("classifier_tpr", "classifier_fpr", "classifier_macro_f1", "cohen_kappa", "acs_true_rate",
                 "acs_mc_mean", "acs_mc_low", "acs_mc_high"):
@@ -204,6 +207,8 @@ def test_configuration_errors(tmp_path):
     task = TextACSTask(VaderClassifier(labels=["pos", "neg"], label_map={"pos": "pos", "neg": "neg"}))
     with pytest.raises(ConfigError, match="differ from the dataset"):
         task.units(ProceduralStoryGenerator(), dataset, ctx)
+    with pytest.raises(ConfigError, match="controlled prompt set"):
+        TextACSTask(vader()).units(ProceduralStoryGenerator(), object(), ctx)
     task = TextACSTask(vader(), human={"n_labelled": 20})
     units = task.units(ProceduralStoryGenerator(), dataset, ctx)
     ok = pd.DataFrame(task.run_units(ProceduralStoryGenerator(), dataset, units, ctx))

@@ -105,6 +105,9 @@ class TextACSTask(Task):
         if not hasattr(model, "generate_batch"):
             raise ConfigError(f"text_acs needs a text generator (model kind text_generator), got "
                               f"{type(model).__name__}")
+        if not all(hasattr(dataset, a) for a in ("ids", "labels", "__getitem__")):
+            raise ConfigError(f"text_acs needs a controlled prompt set (e.g. dataset=sentiment_stories), got "
+                              f"{type(dataset).__name__}")
         if self.human.source == "simulated" and not getattr(model, "knows_truth", False):
             raise ConfigError(f"{type(model).__name__} does not know the label of its texts, so human labels cannot "
                               "be simulated: label texts on the annotation page and set task.human.source=file")
