@@ -57,6 +57,10 @@ def test_unit_counts_per_generator(scored):
     )
     assert all(not s.problems for s in scored.values())
     assert (t1["n_answers"] >= 4).all()
+    # One question per entity is about the whole entity; colour and spatial prompts add one more per entity.
+    primary = t1.groupby("prompt_type")["primary"].mean()
+    assert (primary[["numeric_simple", "2-additive", "3-additive"]] == 1).all()
+    assert primary["attribute-color"] == 0.5
 
 
 @pytest.mark.parametrize("task", [1, 2, 3])

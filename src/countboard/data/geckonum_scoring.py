@@ -144,19 +144,24 @@ def question_entity(question: str, entities: list[tuple[str, str]]) -> int | Non
     return None
 
 
+def _asks_whole_entity(question: str, noun: str) -> bool:
+    """True for "How many <noun with its attribute> are in the image?" (not the bare noun, not a relation)."""
+    q = question.lower()
+    return q.endswith(" in the image?") and any(
+        q.startswith(f"how many {f} ") for f in _plural_forms(noun.lower())
+    )
+
+
 def _task1_targets(qs: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
+    """Entity, its number (``target``) and ``primary`` (see ``_asks_whole_entity``) of each distinct question."""
     targets, entity, primary = [], [], []
     for pid, question in zip(qs["prompt_id"], qs["question"], strict=True):
         ents = prompts.at[pid, "entities"]
         i = question_entity(str(question), ents)
-        value = pd.to_numeric(ents[i][1], errors="coerce") if i is not None else np.nan
-        targets.append(float(value))
-        entity.append(ents[i][0] if i is not None else "")
-        primary.append(
-            i is not None
-            and str(question).lower().endswith("in the image?")
-            and any(str(question).lower().startswith(f"how many {f} ") for f in _plural_forms(ents[i][0]))
-        )
+        noun, number = ents[i] if i is not None else ("", "")
+        targets.append(float(pd.to_numeric(number, errors="coerce")) if i is not None else np.nan)
+        entity.append(noun)
+        primary.append(i is not None and _asks_whole_entity(str(question), noun))
     return qs.assign(target=targets, entity=entity, primary=primary)
 
 
