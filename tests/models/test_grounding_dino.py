@@ -4,7 +4,7 @@ import torch
 
 from countboard.models.grounding_dino import GroundingDinoCounter
 
-PROMPTS = ["red circle", "blue square", "Apples", "a green triangle"]
+PROMPTS = ["red circle", "blue square", "Apples"]
 
 
 def _iou(a, b):
