@@ -25,7 +25,7 @@ from scipy import ndimage
 
 from countboard.data.base import ImageItem
 from countboard.models.base import Counter
-from countboard.models.owlv2 import load_hf
+from countboard.models.hf_loading import load_pretrained
 from countboard.models.prompt_batching import EmbeddingCache, group_by_image
 
 _EIGHT_CONNECTED = np.ones((3, 3), dtype=bool)
@@ -101,8 +101,8 @@ class ClipSegCounter(Counter):
         self.prompt_template = prompt_template
         self.image_batch_size = int(image_batch_size)
         self.prompt_batch_size = int(prompt_batch_size)
-        self.processor = load_hf(CLIPSegProcessor, model_id, "CLIPSeg processor")
-        self.model = load_hf(CLIPSegForImageSegmentation, model_id, "CLIPSeg model").to(device).eval()
+        self.processor = load_pretrained(CLIPSegProcessor, model_id, "CLIPSeg processor")
+        self.model = load_pretrained(CLIPSegForImageSegmentation, model_id, "CLIPSeg model").to(device).eval()
         self._text = EmbeddingCache(self._embed_texts)
 
     @torch.inference_mode()

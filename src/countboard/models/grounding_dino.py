@@ -24,7 +24,7 @@ from torch import nn
 from countboard.data.base import ImageItem
 from countboard.models.base import Counter
 from countboard.models.detect_count import cxcywh_to_yxyx, detections_to_density
-from countboard.models.owlv2 import load_hf
+from countboard.models.hf_loading import load_pretrained
 from countboard.models.prompt_batching import group_by_image
 
 
@@ -90,8 +90,9 @@ class GroundingDinoCounter(Counter):
         self.nms_iou = float(nms_iou)
         self.prompt_template = prompt_template
         self.prompt_batch_size = int(prompt_batch_size)
-        self.processor = load_hf(GroundingDinoProcessor, model_id, "Grounding DINO processor")
-        self.model = load_hf(GroundingDinoForObjectDetection, model_id, "Grounding DINO model").to(device).eval()
+        self.processor = load_pretrained(GroundingDinoProcessor, model_id, "Grounding DINO processor")
+        model = load_pretrained(GroundingDinoForObjectDetection, model_id, "Grounding DINO model")
+        self.model = model.to(device).eval()
         self._backbone = CachedBackbone(self.model.model.backbone)
         self.model.model.backbone = self._backbone
 

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from countboard.data.base import ImageItem
-from countboard.errors import ConfigError
 from countboard.models.base import Counter
 from countboard.models.detect_count import cxcywh_to_yxyx, detections_to_density
+from countboard.models.hf_loading import load_pretrained
 from countboard.models.prompt_batching import EmbeddingCache, group_by_image
 
 
@@ -34,17 +34,6 @@ class OwlImageFeatures:
     patch_feats: torch.Tensor
     boxes: np.ndarray
     size: tuple[int, int]
-
-
-def load_hf(loader, model_id: str, what: str):
-    """``loader.from_pretrained(model_id)`` with an error that says how to make the weights available offline."""
-    try:
-        return loader.from_pretrained(model_id)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(
-            f"could not load the {what} from {model_id!r} ({exc}). Set `model.model_id` to a local directory saved "
-            f"with save_pretrained, or put the hub files in the Hugging Face cache (HF_HOME) before running offline."
-        ) from exc
 
 
 class Owlv2Counter(Counter):
@@ -76,8 +65,8 @@ class Owlv2Counter(Counter):
         self.nms_iou = float(nms_iou)
         self.prompt_template = prompt_template
         self.image_batch_size = int(image_batch_size)
-        self.processor = load_hf(Owlv2Processor, model_id, "OWLv2 processor")
-        self.model = load_hf(Owlv2ForObjectDetection, model_id, "OWLv2 model").to(device).eval()
+        self.processor = load_pretrained(Owlv2Processor, model_id, "OWLv2 processor")
+        self.model = load_pretrained(Owlv2ForObjectDetection, model_id, "OWLv2 model").to(device).eval()
         self._text = EmbeddingCache(self._embed_texts)
 
     @torch.inference_mode()
