@@ -248,7 +248,10 @@ class TextACSTask(Task):
             warnings.simplefilter("always", BCCWarning)
             table, fit = report_cells(counts, names, SamplerConfig(**{**self.sampler, "seed": ctx.seed}))
         for w in caught:
-            ctx.log.warning("BCC: %s", w.message)
+            if issubclass(w.category, BCCWarning):
+                ctx.log.warning("BCC: %s", w.message)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         cells = table.reset_index().assign(classifier=self.classifier.name)
         for k, c in enumerate(counts):
             cells.loc[k, "s_m"], cells.loc[k, "n_m"] = c.s_m, c.n_m
