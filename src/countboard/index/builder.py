@@ -98,14 +98,25 @@ def _read_previous(db_path: Path, store_uri: str) -> _Previous | None:
             prev.experiment_of[run_id] = exp
             if status == "RUNNING":
                 prev.running.add(run_id)
-        rows = con.execute("SELECT run_id, key, value, step, epoch_ms(timestamp) FROM metrics").fetchall()
-        prev.latest = {(r, k): MetricPoint(v, s, t) for r, k, v, s, t in rows}
         return prev
     except duckdb.Error as exc:
         log.warning("index %s is not readable as schema %s (%s); rebuilding it", db_path, ddl.SCHEMA_VERSION, exc)
         return None
     finally:
         con.close()
+
+
+def _latest_points(db_path: Path, run_ids: list[str]) -> dict[tuple[str, str], MetricPoint]:
+    """Latest metric points the index holds for ``run_ids`` (to tell which histories moved)."""
+    if not run_ids:
+        return {}
+    con = connect_readonly(db_path)
+    try:
+        rows = con.execute("SELECT run_id, key, value, step, epoch_ms(timestamp) FROM metrics "
+                           "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [run_ids]).fetchall()
+    finally:
+        con.close()
+    return {(r, k): MetricPoint(v, s, t) for r, k, v, s, t in rows}
 
 
 @contextlib.contextmanager
@@ -173,6 +184,8 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
         if not (changed or removed or stats.rebuilt or schema_hash != prev.schema_hash):
             stats.seconds = time.perf_counter() - t0
             return stats
+        if not stats.rebuilt:
+            prev.latest = _latest_points(db_path, [r.run_id for r in changed if r.run_id in prev.fingerprints])
         frames = _details(client, changed, prev, stats, history)
         _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames,
                incremental=not stats.rebuilt, listed_ms=listed_ms)
