@@ -145,12 +145,14 @@ def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = Tr
     """Entries of family ``key`` best first by ``sort`` (its direction from the schema; unknown: descending).
 
     With ``latest_only`` one row per subject × dataset × split × evaluator, the latest run of each task merged (see
-    ``queries.ranking``); otherwise one row per run. ``columns``: the metric keys to fetch (None: all).
+    ``queries.ranking``), or one row per task too when several tasks report ``sort``; otherwise one row per run. ``columns``: the metric keys to fetch (None: all).
     """
     if not has_family_view(key):
         return pd.DataFrame()
     keys = [m.key for m in view_metrics(key)]
-    sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns, keys)
+    reporting = query(queries.tasks_reporting(key, sort.key))
+    by_task = not reporting.empty and int(reporting.n.iloc[0]) > 1
+    sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns, keys, by_task)
     params = (filters.dataset, filters.dataset, filters.split, filters.split)
     df = query(sql, params * 2 if latest_only else params)
     if "run_ids" not in df:

@@ -20,7 +20,7 @@ import widgets
 from countboard.schema import MetricInfo, load_schema
 
 GENERATOR_KIND = "generator"
-CONFUSION_TABLE = "tables/human_confusion.parquet"
+CONFUSION_TABLES = ("tables/confusion.parquet", "tables/human_confusion.parquet")
 SAMPLES = "samples.parquet"
 DRAWS_ARRAY = "arrays/bcc_draws.npz"
 POOLED_CELL = "all"
@@ -161,8 +161,10 @@ def prompt_type_section(df: pd.DataFrame, labels: dict[str, str], prefix: str) -
     if value is None or "prompt_type" not in table.columns:
         widgets.missing("per-prompt-type success", PROMPT_TYPE_TABLE)
         return
-    low, high = value.replace("rate", "low"), value.replace("rate", "high")
-    error = (low, high) if value.endswith("_rate") and {low, high} <= set(table.columns) else None
+    bounds = [("ci_low", "ci_high")]
+    if value.endswith("_rate"):
+        bounds.insert(0, (value.replace("_rate", "_low"), value.replace("_rate", "_high")))
+    error = next((b for b in bounds if set(b) <= set(table.columns)), None)
     st.plotly_chart(figures.bars(table, "prompt_type", value, "label", f"{value} per prompt type", error=error),
                     key=f"{prefix}_types")
 
@@ -173,9 +175,11 @@ def confusion_table(run_ids: list[str]) -> tuple[pd.DataFrame | None, str]:
     samples = data.read_table(source, SAMPLES) if source else None
     if samples is not None and {"targets", "evaluator_counts"} <= set(samples.columns):
         return figures.number_confusion(samples.targets, samples.evaluator_counts), "requested × counted number"
-    source = data.first_with(run_ids, CONFUSION_TABLE)
-    table = data.read_table(source, CONFUSION_TABLE) if source else None
-    return table, "human label × evaluator label"
+    for path in CONFUSION_TABLES:
+        source = data.first_with(run_ids, path)
+        if source:
+            return data.read_table(source, path), path.removeprefix("tables/").removesuffix(".parquet")
+    return None, ""
 
 
 def confusion_section(df: pd.DataFrame, labels: dict[str, str], prefix: str) -> None:
@@ -183,7 +187,7 @@ def confusion_section(df: pd.DataFrame, labels: dict[str, str], prefix: str) -> 
     entry = st.selectbox("Entry", list(df.run_id), format_func=lambda r: labels.get(r, r), key=f"{prefix}_conf_run")
     table, what = confusion_table(list(df.set_index("run_id").loc[entry, "run_ids"]))
     if table is None or table.empty or table.shape[1] < 3:
-        widgets.missing("confusion matrix", f"{SAMPLES} (targets, evaluator_counts) or {CONFUSION_TABLE}")
+        widgets.missing("confusion matrix", f"{SAMPLES} (targets, evaluator_counts) or {' / '.join(CONFUSION_TABLES)}")
         return
     rows, cols, value = table.columns[0], table.columns[1], table.columns[-1]
     top = float(np.nanmax(table[value].to_numpy(dtype=float)))

@@ -64,8 +64,13 @@ RUN_TAGS = "SELECT key, value FROM tags WHERE run_id = ? ORDER BY key"
 RUN_METRICS = "SELECT key, value, step, timestamp FROM metrics WHERE run_id = ? ORDER BY key"
 
 
+def tasks_reporting(family: str, key: str) -> str:
+    """How many tasks of the family report metric ``key``."""
+    return f"SELECT count(DISTINCT task) AS n FROM {view_name(family)} WHERE {quote_identifier(key)} IS NOT NULL"
+
+
 def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
-            columns: list[str] | None = None, metric_keys: list[str] | None = None) -> str:
+            columns: list[str] | None = None, metric_keys: list[str] | None = None, by_task: bool = False) -> str:
     """Runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
 
     Parameters, in order: dataset, dataset, split, split (NULL for "all"), twice with ``latest_only``.
@@ -74,7 +79,8 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     model) × dataset × split × evaluator, merging the most recent run of each task (a counter's negative-label and
     mosaic runs make one row); each metric comes from the most recent of those runs that has it, ``run_id`` is the
     run that gave ``sort_key`` and ``run_ids`` lists them all. ``metric_keys`` (all metric columns of the view) is
-    needed then; ``columns`` narrows the metric columns returned (all when None).
+    needed then; ``columns`` narrows the metric columns returned (all when None). ``by_task`` keeps the tasks
+    apart (one entry per task), for when several tasks report the metric ranked on.
     """
     view = view_name(family)
     order = f"{quote_identifier(sort_key)} {'DESC' if descending else 'ASC'} NULLS LAST, model, run_id"
@@ -87,6 +93,7 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
         raise ValueError("ranking(latest_only=True) needs metric_keys, the metric columns of the view")
     keys = list(dict.fromkeys([*(metric_keys if columns is None else columns), sort_key]))
     s = quote_identifier(sort_key)
+    group = "coalesce(generator, model), dataset, split, evaluator" + (", task" if by_task else "")
     merged = "".join(f",\n  arg_max({quote_identifier(k)}, end_time) FILTER (WHERE {quote_identifier(k)} IS NOT NULL)"
                      f" AS {quote_identifier(k)}" for k in keys)
     return (
@@ -97,5 +104,5 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
         f"  coalesce(arg_max(run_id, end_time) FILTER (WHERE {s} IS NOT NULL), arg_max(run_id, end_time)) AS run_id,\n"
         f"  arg_max(experiment_id, end_time) AS experiment_id, list(run_id ORDER BY end_time DESC) AS run_ids,\n"
         f"  string_agg(DISTINCT task, ', ') AS task, max(end_time) AS end_time{merged}\n"
-        f"FROM latest GROUP BY coalesce(generator, model), dataset, split, evaluator\n"
+        f"FROM latest GROUP BY {group}\n"
         f"ORDER BY {order}")

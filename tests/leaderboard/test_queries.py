@@ -65,3 +65,17 @@ def test_sort_direction_and_narrow_columns(two_task_index):
     assert "cnt_f1" not in table and "mae" not in table
     with pytest.raises(ValueError, match="snake_case"):
         queries.ranking("counters", "nmn; DROP TABLE runs", True, True, None, KEYS)
+
+
+def test_metric_reported_by_several_tasks_keeps_tasks_apart(two_task_index):
+    _, db, _ = two_task_index
+    con = connect_readonly(db)
+    try:
+        assert con.execute(queries.tasks_reporting("counters", "mae")).fetchone()[0] == 2
+        assert con.execute(queries.tasks_reporting("counters", "cnt_f1")).fetchone()[0] == 1
+        sql = queries.ranking("counters", "mae", False, True, ["mae"], KEYS, by_task=True)
+        table = con.execute(sql, [None] * 8).df()
+    finally:
+        con.close()
+    assert sorted(table[table.model == "alpha"].task) == ["classic", "praco_negative"]
+    assert len(table) == len(MODELS) + 1 and list(table.mae) == sorted(table.mae)
