@@ -33,7 +33,8 @@ def test_acc_hand_case():
     ((5, 5, 0, 0, 100, 1000), "fp \\+ tn = 0"),
     ((5, 5, 5, 5, 100, 1000), "TPR equals the FPR"),
     ((5, 5, 5, 5, 0, 0), "n_m = 0"),
-    ((5, -5, 5, 5, 10, 100), "non-negative"),
+    ((5, -5, 5, 5, 10, 100), "negative"),
+    ((5, 5, 5, 5, 101, 100), "s_m > n_m"),
 ])
 def test_acc_errors(counts, match):
     with pytest.raises(QuantifyInputError, match=match):
@@ -55,6 +56,8 @@ def test_ppi_hand_case_and_errors():
     assert lo < est < hi
     with pytest.raises(QuantifyInputError, match="at least two"):
         ppi_interval(1, 0, 0, 0, 10, 100)
+    with pytest.raises(QuantifyInputError, match="no human label"):
+        ppi_interval(0, 0, 0, 0, 10, 100)
 
 
 def test_acc_and_ppi_on_simulated_cells():

@@ -9,17 +9,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from countboard.quantify.bcc import check_counts
 from countboard.quantify.errors import QuantifyInputError
-
-
-def _check(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int) -> None:
-    for name, value in dict(tp=tp, fn=fn, fp=fp, tn=tn, s_m=s_m, n_m=n_m).items():
-        if not np.isfinite(value) or value < 0 or float(value) != int(value):
-            raise QuantifyInputError(f"{name} must be a non-negative integer count, got {value!r}")
-    if n_m == 0:
-        raise QuantifyInputError("n_m = 0: no item without a human label, nothing for the classifier to add")
-    if s_m > n_m:
-        raise QuantifyInputError(f"s_m ({s_m}) cannot exceed n_m ({n_m})")
 
 
 def acc_estimate(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int) -> float:
@@ -36,7 +27,7 @@ def acc_estimate(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int) -> floa
         >>> round(acc_estimate(40, 10, 5, 45, 4500, 10_000), 6)  # tpr 0.8, fpr 0.1, r 0.45
         0.5
     """
-    _check(tp, fn, fp, tn, s_m, n_m)
+    check_counts(tp, fn, fp, tn, s_m, n_m)
     if tp + fn == 0:
         raise QuantifyInputError("ACC needs a human positive among the calibration labels (tp + fn = 0): "
                                  "the TPR it divides by is not estimated; use BCC, which keeps a prior on it")
@@ -66,7 +57,7 @@ def ppi_interval(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int,
         >>> round(est, 3)
         0.5
     """
-    _check(tp, fn, fp, tn, s_m, n_m)
+    check_counts(tp, fn, fp, tn, s_m, n_m)
     b = tp + fn + fp + tn
     if b < 2:
         raise QuantifyInputError(f"PPI needs at least two human labels to estimate the rectifier variance, got {b}")

@@ -96,7 +96,7 @@ def _as_counts(name: str, value) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def validate_counts(tp, fn, fp, tn, s_m, n_m) -> dict[str, np.ndarray]:
+def check_counts(tp, fn, fp, tn, s_m, n_m) -> dict[str, np.ndarray]:
     """Check BCC inputs (scalars or ``(K,)`` arrays) and return them as int64 arrays of one length.
 
     Raises:
@@ -122,6 +122,12 @@ def validate_counts(tp, fn, fp, tn, s_m, n_m) -> dict[str, np.ndarray]:
         bad = np.flatnonzero(mask)
         if bad.size:
             raise QuantifyInputError(f"cell(s) {bad[:5].tolist()} {message}")
+    return counts
+
+
+def validate_counts(tp, fn, fp, tn, s_m, n_m) -> dict[str, np.ndarray]:
+    """``check_counts``, plus a ``BCCWarning`` for cells whose TPR or FPR has no calibration data."""
+    counts = check_counts(tp, fn, fp, tn, s_m, n_m)
     for mask, rate, side in [(counts["tp"] + counts["fn"] == 0, "tpr", "positive"),
                              (counts["fp"] + counts["tn"] == 0, "fpr", "negative")]:
         bad = np.flatnonzero(mask)
