@@ -57,6 +57,8 @@ def test_empty_text_and_unmapped_label_are_reported_per_item():
     assert "'neu'" in out[3].error and "label_map" in out[3].error and out[3].raw_label == "neu"
     with pytest.raises(ConfigError, match="happy"):
         VaderClassifier(label_map={"pos": "happy"})
+    with pytest.raises(ConfigError, match="batch_size"):
+        TextBlobClassifier(batch_size=0)
 
 
 @pytest.mark.slow

@@ -67,6 +67,8 @@ class TextClassifier(ABC):
         if bad:
             raise ConfigError(f"classifier {self.name}: label_map targets {bad} are not labels of the attribute "
                               f"{list(self.labels)}")
+        if int(batch_size) < 1:
+            raise ConfigError(f"classifier {self.name}: batch_size must be at least 1, got {batch_size}")
         self.batch_size = int(batch_size)
         self.device = "cpu"
 
