@@ -80,7 +80,7 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     mosaic runs make one row); each metric comes from the most recent of those runs that has it, ``run_id`` is the
     run that gave ``sort_key`` and ``run_ids`` lists them all. ``metric_keys`` (all metric columns of the view) is
     needed then; ``columns`` narrows the metric columns returned (all when None). ``by_task`` keeps the tasks
-    apart (one entry per task), for when several tasks report the metric ranked on.
+    apart (one entry per task, tasks without the ranked metric left out), for when several tasks report it.
     """
     view = view_name(family)
     order = f"{quote_identifier(sort_key)} {'DESC' if descending else 'ASC'} NULLS LAST, model, run_id"
@@ -105,4 +105,5 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
         f"  arg_max(experiment_id, end_time) AS experiment_id, list(run_id ORDER BY end_time DESC) AS run_ids,\n"
         f"  string_agg(DISTINCT task, ', ') AS task, max(end_time) AS end_time{merged}\n"
         f"FROM latest GROUP BY {group}\n"
+        f"{f'HAVING count({s}) > 0' if by_task else ''}\n"
         f"ORDER BY {order}")
