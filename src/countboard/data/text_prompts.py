@@ -134,14 +134,15 @@ def read_prompt_file(path: str | Path, labels: Sequence[str], *, template: str =
     if not path.is_file():
         raise DataNotFoundError(path, "dataset.prompt_file", "Give a CSV or JSON-lines file with a label column and "
                                 "a prompt or title column.")
-    items, problems = [], {}
+    items, problems, seen = [], {}, set()
     for i, row in enumerate(_rows(path)):
         pid = str(row.get("id") or f"{id_prefix}_{i:05d}")
         label = str(row.get("label") or "").strip().lower()
         title = str(row.get("title") or "").strip()
         prompt = str(row.get("prompt") or "").strip() or (template.format(title=title, label=label) if title else "")
-        if pid in {p.prompt_id for p in items}:
+        if pid in seen:
             raise ConfigError(f"{path}: id {pid!r} appears twice; ids must be unique")
+        seen.add(pid)
         if not prompt:
             problems[pid] = f"row {i + 1} of {path.name} has neither a prompt nor a title"
         elif label not in labels:
