@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from countboard.index import build_index
+from countboard.index.ddl import VIEW_RUN_COLUMNS
 from countboard.index.reader import connect_readonly, use_index
 from countboard.index.synthetic import local_store
 from countboard.paths import leaderboard_dir
@@ -100,11 +101,16 @@ def change_store(uri: str, exp_id: str, keys: list[str], n_runs: int) -> None:
 
 
 def duckdb_answer(con, sort: str, columns: list[str], dataset: str, split: str) -> pd.DataFrame:
-    """The leaderboard's query, as ``leaderboard/data.py`` runs it: a cursor of the cached connection."""
+    """The leaderboard's queries for one ranking, as ``leaderboard/data.ranking`` runs them uncached: does the
+    view exist, its metric columns, how many tasks report the ranked metric, then the ranking itself."""
     cur = con.cursor()
     try:
         use_index(cur)
-        sql = queries.ranking(FAMILY, sort, True, latest_only=True, columns=columns)
+        cur.execute(queries.HAS_VIEW, [FAMILY]).fetchall()
+        cols = [c for (c,) in cur.execute(queries.VIEW_COLUMNS, [FAMILY]).fetchall() if c not in VIEW_RUN_COLUMNS]
+        by_task = cur.execute(queries.tasks_reporting(FAMILY, sort)).fetchone()[0] > 1
+        sql = queries.ranking(FAMILY, sort, True, latest_only=True, columns=columns, metric_keys=cols,
+                              by_task=by_task)
         return cur.execute(sql, [dataset, dataset, split, split] * 2).df()
     finally:
         cur.close()

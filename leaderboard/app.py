@@ -28,6 +28,7 @@ def main() -> None:
     pages += [st.Page(str(_HERE / file), title=data.family_title(family), icon=icon, url_path=family)
               for file, family, icon in PAGES]
     pages.append(st.Page(str(_HERE / "runs.py"), title="Runs", icon=":material/list:", url_path="runs"))
+    pages.append(st.Page(str(_HERE / "annotate.py"), title="Annotate", icon=":material/edit:", url_path="annotate"))
     nav = st.navigation(pages)
     st.sidebar.caption(f"Index: `{data.db_path()}`")
     nav.run()

@@ -134,3 +134,30 @@ def test_runs_page_search_finds_one_model(monkeypatch, filled_index):
     assert set(table.model) == {model}
     assert len(table) == (store.values.model == model).sum()
     assert table.link.iloc[0] == f"{UI}/#/experiments/{store.experiment_id}/runs/{table.run_id.iloc[0]}"
+
+
+def test_annotation_page_stores_answers_and_resumes(monkeypatch, filled_index, tmp_path):
+    store, db = filled_index
+    if not any("autoeval" in f for f in load_schema().families):
+        pytest.skip("no auto-evaluated generator family in the schema")
+    labels = tmp_path / "labels.duckdb"
+    monkeypatch.setenv("COUNTBOARD_LABELS_DB", str(labels))
+    at = open_page(monkeypatch, db, "annotate.py")
+    assert not at.exception and "annotator id" in " ".join(i.value for i in at.info)
+    at.text_input(key="annotate_annot").set_value("ann1").run()
+    assert [p.proto.text for p in at.get("progress")] == ["0 of 3 questions answered"]
+    assert len(at.get("image")) == 1
+    at.text_input(key="annotate_answer").set_value("three")
+    at.button(key="FormSubmitter:annotate_form-Save and next").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [p.proto.text for p in at.get("progress")] == ["1 of 3 questions answered"]
+    at.text_input(key="annotate_answer").set_value("lots")
+    at.button(key="FormSubmitter:annotate_form-Save and next").click().run()
+    assert "Not saved" in " ".join(w.value for w in at.warning)
+    again = open_page(monkeypatch, db, "annotate.py")
+    again.text_input(key="annotate_annot").set_value("ann1").run()
+    assert [p.proto.text for p in again.get("progress")] == ["1 of 3 questions answered"]
+    from countboard.data.geckonum_annotation import LabelStore
+
+    answers = LabelStore(labels).labels(again.selectbox(key="annotate_run").value)
+    assert list(answers.answer) == [3.0] and list(answers.annot_id) == ["ann1"]

@@ -19,6 +19,7 @@ import json
 import shutil
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,8 +142,10 @@ def family_artifacts(family: str, rng: np.random.Generator, skill: float) -> dic
                                  "cc_rate": rate, "bcc_rate": rate, "bcc_low": rate - 0.05, "bcc_high": rate + 0.05})
         draws = {"cells": np.array(["numeric_simple", "all"]),
                  "p": np.clip(rng.normal(skill, 0.03, (2, 200)), 0, 1)}
-        return {"samples.parquet": samples, "tables/per_prompt_type.parquet": per_type,
-                "arrays/bcc_draws.npz": draws}
+        out = {"samples.parquet": samples, "tables/per_prompt_type.parquet": per_type, "arrays/bcc_draws.npz": draws}
+        if "autoeval" in family:
+            out.update(annotation_artifacts(rng, targets))
+        return out
     if family == "grounding":
         samples = pd.DataFrame({"unit_id": [f"u{i}" for i in range(n)], "iou_soft": rng.beta(1 + 5 * skill, 3, n),
                                 "io_ratio": rng.beta(1 + 5 * skill, 2, n), "pg_hit": (rng.random(n) < skill).astype(int)})
@@ -152,6 +155,19 @@ def family_artifacts(family: str, rng: np.random.Generator, skill: float) -> dic
                              for i, c in enumerate(np.histogram(samples[k], bins=edges)[0])])
         return {"samples.parquet": samples, "tables/grounding_histograms.parquet": hist}
     return {}
+
+
+def annotation_artifacts(rng: np.random.Generator, targets: list[list[int]], n: int = 3) -> dict[str, object]:
+    """The annotation sample of a ``geckonum_autoeval`` run: its table and a zip of ``<image_id>.png``."""
+    rows, buf = [], io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for i, t in enumerate(targets[:n]):
+            image_id = f"geckonum_{i}_0"
+            zf.writestr(f"{image_id}.png", _png(rng))
+            rows.append({"image_id": image_id, "prompt_id": i, "seed": 0, "prompt": f"{t[0]} red circles",
+                         "prompt_type": "numeric_simple", "nouns": json.dumps(["red circle"]),
+                         "questions": json.dumps(["How many red circles are in the image?"])})
+    return {"tables/annotation_sample.parquet": pd.DataFrame(rows), "files/annotation_images.zip": buf.getvalue()}
 
 
 def _log_artifacts(client, run_id: str, artifacts: dict[str, object]) -> None:

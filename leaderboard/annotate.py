@@ -1,0 +1,117 @@
+"""Annotation page: people answer the count questions about a run's generated images (GeckoNum Task 1 layout).
+
+Runs that saved an annotation sample (``geckonum_autoeval``: ``tables/annotation_sample.parquet`` and
+``files/annotation_images.zip``) can be labelled here. Answers go to a label store (a DuckDB file beside the
+index, ``$COUNTBOARD_LABELS_DB`` to move it), never to the index; "Log the answers to the run" writes them into
+the run's artifacts as ``annotations/task_1_<generator>.csv``, which ``geckonum_autoeval`` reads back
+(``task.human_labels``) to correct its success rate.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import data
+from countboard.data.geckonum_annotation import (
+    IMAGES_ZIP,
+    SAMPLE_TABLE,
+    LabelStore,
+    annotation_items,
+    read_annotation_images,
+)
+
+LABELS_ENV = "COUNTBOARD_LABELS_DB"
+DEFAULT_IMAGES = 100
+
+
+def label_store() -> LabelStore:
+    path = os.environ.get(LABELS_ENV) or str(data.db_path().with_name("labels.duckdb"))
+    return LabelStore(Path(path).expanduser())
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _images(zip_path: str, mtime_ns: int) -> dict[str, np.ndarray]:
+    return read_annotation_images(zip_path)
+
+
+def candidate_runs() -> pd.DataFrame:
+    """Runs holding both the annotation sample and its images."""
+    runs = data.query("SELECT run_id, run_name, model, dataset, status FROM runs WHERE NOT is_sweep")
+    if runs.empty:
+        return runs
+    have = data.artifacts(list(runs.run_id), "")
+    ok = set(have[have.path == SAMPLE_TABLE].run_id) & set(have[have.path == IMAGES_ZIP].run_id)
+    return runs[runs.run_id.isin(ok)].reset_index(drop=True)
+
+
+def log_to_run(run_id: str, model: str, store: LabelStore) -> None:
+    from countboard.data.geckonum_annotation import log_labels
+    from countboard.tracking import Tracker
+
+    meta = data.query("SELECT key, value FROM meta")
+    uri = dict(zip(meta.key, meta.value, strict=True)).get("store_uri")
+    path = log_labels(Tracker(uri), run_id, store, model)
+    st.success(f"Logged {path} to run {run_id}; run `countboard index` to see it in the index.")
+
+
+def question_form(run_id: str, model: str, item: pd.Series, annot: str, store: LabelStore, image) -> None:
+    cols = st.columns([3, 2])
+    if image is not None:
+        cols[0].image(image, caption=f"{item.image_id}: “{item.prompt}”")
+    else:
+        cols[0].info(f"Image {item.image_id} is not in {IMAGES_ZIP}.")
+    with cols[1].form(key="annotate_form", clear_on_submit=True):
+        st.markdown(f"**{item.question}**")
+        answer = st.text_input("Answer (a number, a word, a range such as 2-3, or 10+)", key="annotate_answer")
+        if st.form_submit_button("Save and next"):
+            try:
+                store.add(run_id, model, item, annot, answer)
+            except ValueError as exc:
+                st.warning(f"Not saved: {exc}")
+            else:
+                st.rerun()
+
+
+def main() -> None:
+    st.title("Annotate generated images")
+    st.caption("Count questions about a run's generated images, answered by people: the human labels that "
+               "Bayesian classify & count uses to correct an automatic evaluator.")
+    runs = candidate_runs()
+    if runs.empty:
+        st.info("No run has an annotation sample yet. Launch an auto-evaluated GeckoNum sweep, e.g.\n\n"
+                "```bash\ncountboard-sweep -m model=<generator> dataset=geckonum_prompts task=geckonum_autoeval "
+                "tracking.store_dir=mlruns\ncountboard index --store mlruns\n```\n\nthen reload this page.")
+        return
+    labels = {r.run_id: f"{r.model} · {r.dataset} · {r.run_name}" for r in runs.itertuples()}
+    cols = st.columns([3, 1, 1])
+    run_id = cols[0].selectbox("Run", list(labels), format_func=labels.get, key="annotate_run")
+    annot = cols[1].text_input("Annotator id", key="annotate_annot").strip()
+    n = int(cols[2].number_input("Images", min_value=1, value=DEFAULT_IMAGES, key="annotate_n"))
+    sample = data.read_table(run_id, SAMPLE_TABLE)
+    items = annotation_items(sample, n=n, seed=0)
+    model = str(runs.set_index("run_id").loc[run_id, "model"])
+    store = label_store()
+    if not annot:
+        st.info("Enter an annotator id to start (answers are kept per annotator; a session resumes where it stopped).")
+        return
+    done, total = store.progress(run_id, annot, items)
+    st.progress(done / total if total else 1.0, text=f"{done} of {total} questions answered")
+    todo = store.remaining(run_id, annot, items)
+    if not todo.empty:
+        zip_path = data.artifact_file(run_id, IMAGES_ZIP)
+        images = _images(str(zip_path), zip_path.stat().st_mtime_ns) if zip_path else {}
+        item = todo.iloc[0]
+        question_form(run_id, model, item, annot, store, images.get(str(item.image_id)))
+    else:
+        st.success("Every question of this sample is answered.")
+    if st.button("Log the answers to the run", key="annotate_log", disabled=done == 0):
+        log_to_run(run_id, model, store)
+
+
+if __name__ == "__main__":
+    main()
