@@ -1,6 +1,6 @@
 """``shapecount``: a small prompt-conditioned density counter, trained on synthetic shapes.
 
-A five-layer CNN encodes the image (once, at half resolution) into a grid of features, one cell per 8 x 8 pixels
+A four-layer CNN encodes the image (once, at half resolution) into a grid of features, one cell per 8 x 8 pixels
 of the original. A prompt's MiniLM sentence embedding is mapped to per-channel FiLM scales and shifts of those
 features, and a small convolutional head turns the modulated grid into non-negative counts per cell. The image
 encoder is shared by all prompts of an image, so the negative-label test encodes each image once.

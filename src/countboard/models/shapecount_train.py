@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainConfig:
-    """Training settings (defaults train in a few minutes on two CPU cores)."""
+    """Training settings (train times of the defaults on 2 CPU cores: docs/benchmarks.md)."""
 
     recipe: str = "aware"
     epochs: int = 12
@@ -52,14 +52,12 @@ class TrainConfig:
     count_loss_weight: float = 0.05
     seed: int = 0
     threads: int = 2
-    arch: ShapeCountArch = None  # type: ignore[assignment]
+    arch: ShapeCountArch = field(default_factory=ShapeCountArch)
 
     def __post_init__(self) -> None:
         if self.recipe not in RECIPES:
             raise ConfigError(f"recipe {self.recipe!r}: choose one of {', '.join(RECIPES)}")
-        if self.arch is None:
-            self.arch = ShapeCountArch()
-        elif isinstance(self.arch, dict):
+        if isinstance(self.arch, dict):
             self.arch = ShapeCountArch(**self.arch)
 
 
