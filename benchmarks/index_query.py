@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from countboard.index import build_index
-from countboard.index.ddl import VIEW_RUN_COLUMNS
+from countboard.index.ddl import LATEST_COLUMN, VIEW_RUN_COLUMNS
 from countboard.index.reader import connect_readonly, use_index
 from countboard.index.synthetic import local_store
 from countboard.paths import leaderboard_dir
@@ -107,11 +107,12 @@ def duckdb_answer(con, sort: str, columns: list[str], dataset: str, split: str) 
     try:
         use_index(cur)
         cur.execute(queries.HAS_VIEW, [FAMILY]).fetchall()
-        cols = [c for (c,) in cur.execute(queries.VIEW_COLUMNS, [FAMILY]).fetchall() if c not in VIEW_RUN_COLUMNS]
+        cols = [c for (c,) in cur.execute(queries.VIEW_COLUMNS, [FAMILY]).fetchall()
+                if c not in VIEW_RUN_COLUMNS and c != LATEST_COLUMN]
         by_task = cur.execute(queries.tasks_reporting(FAMILY, sort)).fetchone()[0] > 1
         sql = queries.ranking(FAMILY, sort, True, latest_only=True, columns=columns, metric_keys=cols,
                               by_task=by_task)
-        return cur.execute(sql, [dataset, dataset, split, split] * 2).df()
+        return cur.execute(sql, [dataset, dataset, split, split]).df()
     finally:
         cur.close()
 

@@ -110,9 +110,9 @@ def view_metrics(key: str) -> list[MetricInfo]:
     if not has_family_view(key):
         return []
     cols = list(query(queries.VIEW_COLUMNS, (key,)).column_name)
-    from countboard.index.ddl import VIEW_RUN_COLUMNS
+    from countboard.index.ddl import LATEST_COLUMN, VIEW_RUN_COLUMNS
 
-    keys = [c for c in cols if c not in VIEW_RUN_COLUMNS]
+    keys = [c for c in cols if c not in VIEW_RUN_COLUMNS and c != LATEST_COLUMN]
     schema = load_schema()
     order = {k: i for i, k in enumerate(schema.metrics)}
     infos = [schema.metrics.get(k) or MetricInfo(key=k, display=k, higher_is_better=None, family=key) for k in keys]
@@ -154,7 +154,7 @@ def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = Tr
     by_task = not reporting.empty and int(reporting.n.iloc[0]) > 1
     sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns, keys, by_task)
     params = (filters.dataset, filters.dataset, filters.split, filters.split)
-    df = query(sql, params * 2 if latest_only else params)
+    df = query(sql, params)
     if "run_ids" not in df:
         df["run_ids"] = [[r] for r in df.run_id]
     return df

@@ -3,7 +3,7 @@ and column names, which pass ``countboard.index.ddl.quote_identifier`` (snake_ca
 
 from __future__ import annotations
 
-from countboard.index.ddl import VIEW_RUN_COLUMNS, quote_identifier, view_name
+from countboard.index.ddl import LATEST_COLUMN, VIEW_RUN_COLUMNS, quote_identifier, view_name
 
 HAS_VIEW = "SELECT count(*) AS n FROM duckdb_views() WHERE view_name = ? AND database_name = current_database()"
 
@@ -73,7 +73,7 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
             columns: list[str] | None = None, metric_keys: list[str] | None = None, by_task: bool = False) -> str:
     """Runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
 
-    Parameters, in order: dataset, dataset, split, split (NULL for "all"), twice with ``latest_only``.
+    Parameters, in order: dataset, dataset, split, split (NULL for "all").
 
     With ``latest_only`` the rows are entries, not runs: one per subject (the generator a run judges, else its
     model) × dataset × split × evaluator, merging the most recent run of each task (a counter's negative-label and
@@ -97,13 +97,11 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     merged = "".join(f",\n  arg_max({quote_identifier(k)}, end_time) FILTER (WHERE {quote_identifier(k)} IS NOT NULL)"
                      f" AS {quote_identifier(k)}" for k in keys)
     return (
-        f"WITH latest AS (\n  SELECT * FROM {view} WHERE {where} AND run_id IN (\n"
-        f"    SELECT arg_max(run_id, end_time) FROM {view} WHERE {where}\n"
-        f"    GROUP BY coalesce(generator, model), dataset, split, evaluator, task))\n"
+        f"WITH latest AS (SELECT * FROM {view} WHERE {where} AND {LATEST_COLUMN})\n"
         f"SELECT coalesce(generator, model) AS model, dataset, split, evaluator,\n"
         f"  coalesce(arg_max(run_id, end_time) FILTER (WHERE {s} IS NOT NULL), arg_max(run_id, end_time)) AS run_id,\n"
         f"  arg_max(experiment_id, end_time) AS experiment_id, list(run_id ORDER BY end_time DESC) AS run_ids,\n"
-        f"  string_agg(DISTINCT task, ', ') AS task, max(end_time) AS end_time{merged}\n"
+        f"  string_agg(task, ', ') AS task, max(end_time) AS end_time{merged}\n"
         f"FROM latest GROUP BY {group}\n"
         f"{f'HAVING count({s}) > 0' if by_task else ''}\n"
         f"ORDER BY {order}")

@@ -37,7 +37,7 @@ def _rank(db, sort: str, descending: bool, columns=None) -> pd.DataFrame:
     con = connect_readonly(db)
     try:
         sql = queries.ranking("counters", sort, descending, True, columns, KEYS)
-        return con.execute(sql, [None] * 8).df()
+        return con.execute(sql, [None] * 4).df()
     finally:
         con.close()
 
@@ -74,7 +74,7 @@ def test_metric_reported_by_several_tasks_keeps_tasks_apart(two_task_index):
         assert con.execute(queries.tasks_reporting("counters", "mae")).fetchone()[0] == 2
         assert con.execute(queries.tasks_reporting("counters", "cnt_f1")).fetchone()[0] == 1
         sql = queries.ranking("counters", "mae", False, True, ["mae"], KEYS, by_task=True)
-        table = con.execute(sql, [None] * 8).df()
+        table = con.execute(sql, [None] * 4).df()
     finally:
         con.close()
     assert sorted(table[table.model == "alpha"].task) == ["classic", "praco_negative"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 TABLES: dict[str, str] = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
@@ -39,6 +39,9 @@ PER_RUN_TABLES = ("runs", "params", "tags", "metrics", "metric_history", "artifa
 # Columns of ``runs`` every family view starts with.
 VIEW_RUN_COLUMNS = ("run_id", "experiment_id", "run_name", "model", "model_kind", "generator", "evaluator",
                     "dataset", "split", "task", "config_hash", "start_time", "end_time", "parent_run_id")
+
+# Computed per row of a family view: the most recent run of its subject × dataset × split × evaluator × task.
+LATEST_COLUMN = "is_latest"
 
 _IDENT = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
@@ -88,7 +91,7 @@ def wide_table(family: str) -> str:
 
 
 def family_table_sql(family: str, metric_keys: Iterable[str]) -> str:
-    """One row per finished, non-sweep run of ``family``, one column per metric key.
+    """One row per finished, non-sweep run of ``family``, one column per metric key, and ``is_latest``.
 
     Runs belong to a family by their ``family`` tag; runs still running, failed or killed stay out, so a sweep that
     is writing never shows half its metrics here.
@@ -97,10 +100,13 @@ def family_table_sql(family: str, metric_keys: Iterable[str]) -> str:
     metric_cols = "".join(
         f",\n  max(m.value) FILTER (WHERE m.key = {quote_literal(k)}) AS {quote_identifier(k)}"
         for k in metric_keys)
-    return (f"CREATE OR REPLACE TABLE {wide_table(family)} AS\nSELECT {run_cols}{metric_cols}\n"
-            f"FROM runs r LEFT JOIN metrics m ON m.run_id = r.run_id\n"
-            f"WHERE r.family = {quote_literal(family)} AND r.status = 'FINISHED' AND NOT r.is_sweep\n"
-            f"GROUP BY {run_cols}")
+    pivot = (f"SELECT {run_cols}{metric_cols}\n"
+             f"FROM runs r LEFT JOIN metrics m ON m.run_id = r.run_id\n"
+             f"WHERE r.family = {quote_literal(family)} AND r.status = 'FINISHED' AND NOT r.is_sweep\n"
+             f"GROUP BY {run_cols}")
+    return (f"CREATE OR REPLACE TABLE {wide_table(family)} AS\n"
+            f"SELECT *, row_number() OVER (PARTITION BY coalesce(generator, model), dataset, split, evaluator, task "
+            f"ORDER BY end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\nFROM (\n{pivot})")
 
 
 def family_view_sql(family: str) -> str:
