@@ -119,13 +119,13 @@ class Tracker:
     def find_runs(self, experiment_id: str, tags: Mapping[str, str], statuses: Iterable[str] | None = None
                   ) -> list[RunRecord]:
         """Active runs whose tags equal ``tags`` (newest first), optionally restricted to ``statuses``."""
-        clauses = [f"tags.`{k}` = '{_quote(v)}'" for k, v in tags.items()]
-        if statuses:
-            clauses.append("attributes.status IN (" + ", ".join(f"'{s}'" for s in statuses) + ")")
+        clauses = [f"tags.`{k}` = {_literal(v)}" for k, v in tags.items()]
         runs = _retry(lambda: self.client.search_runs([experiment_id], filter_string=" AND ".join(clauses),
                                                       order_by=["attributes.start_time DESC"], max_results=1000),
                       "search")
-        return [RunRecord(r.info.run_id, r.info.status, dict(r.data.tags), r.info.start_time) for r in runs]
+        wanted = set(statuses) if statuses else None  # MLflow filters status only by equality: do it here
+        return [RunRecord(r.info.run_id, r.info.status, dict(r.data.tags), r.info.start_time) for r in runs
+                if wanted is None or r.info.status in wanted]
 
     def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str],
                    parent_run_id: str | None = None) -> str:
@@ -219,8 +219,14 @@ class Tracker:
         return run_id
 
 
-def _quote(value: str) -> str:
-    return str(value).replace("'", "\\'")
+def _literal(value: str) -> str:
+    """A string literal for MLflow's filter syntax (single or double quotes; it has no escapes)."""
+    value = str(value)
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    raise ValueError(f"tag value {value!r} has both quote kinds and cannot be searched for")
 
 
 def _enable_wal(db: Path) -> None:

@@ -1,0 +1,83 @@
+"""The tracking layer against a real SQLite store in tmp_path."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from countboard.errors import ConfigError
+from countboard.tracking import store as st
+from countboard.tracking import tracker_from_config
+
+
+@pytest.fixture
+def tracker(tmp_path):
+    return tracker_from_config(OmegaConf.create({"kind": "local", "store_dir": str(tmp_path / "mlruns")}))
+
+
+def test_local_store_layout_and_wal(tracker, tmp_path):
+    import sqlite3
+
+    tracker.check()
+    exp = tracker.experiment_id("exp")
+    assert tracker.experiment_id("exp") == exp
+    assert tracker.uri == f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
+    assert tracker.client.get_experiment(exp).artifact_location == (tmp_path / "mlruns" / "artifacts" / "exp").as_uri()
+    with sqlite3.connect(tmp_path / "mlruns" / "mlflow.db") as con:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_find_runs_by_tags_and_status(tracker):
+    exp = tracker.experiment_id("exp")
+    a = tracker.create_run(exp, "a", {"config_hash": "h1", "model": "m"})
+    b = tracker.create_run(exp, "b", {"config_hash": "h1", "model": "it's"})
+    tracker.set_status(a, st.FINISHED)
+    assert {r.run_id for r in tracker.find_runs(exp, {"config_hash": "h1"})} == {a, b}
+    assert [r.run_id for r in tracker.find_runs(exp, {"config_hash": "h1"}, [st.FINISHED])] == [a]
+    assert [r.run_id for r in tracker.find_runs(exp, {"config_hash": "h1"}, [st.RUNNING, st.FAILED])] == [b]
+    assert [r.run_id for r in tracker.find_runs(exp, {"model": "it's"})] == [b]  # quotes are escaped
+
+
+def test_log_complete_run_skips_a_repeated_import(tracker, tmp_path):
+    art = tmp_path / "art"
+    art.mkdir()
+    (art / "table.txt").write_text("x")
+    tags = {"config_hash": "abc", "model": "m"}
+    run_id = tracker.log_complete_run("exp", "import", tags, params={"a": 1}, metrics={"n_samples": 3.0},
+                                      artifacts_dir=art)
+    assert run_id and tracker.get_status(run_id) == st.FINISHED
+    assert tracker.list_artifacts(run_id) == ["table.txt"]
+    assert tracker.log_complete_run("exp", "import", tags) is None
+    assert tracker.log_complete_run("exp", "import", tags, force=True) not in (None, run_id)
+    with pytest.raises(ValueError, match="config_hash"):
+        tracker.log_complete_run("exp", "import", {"model": "m"})
+
+
+def test_params_of_a_resumed_run_are_not_logged_twice(tracker):
+    exp = tracker.experiment_id("exp")
+    run = tracker.create_run(exp, "r", {"config_hash": "h"})
+    tracker.log_params(run, {"a": 1, "b": "x"})
+    tracker.log_params(run, {"a": 1, "c": 2.5})  # MLflow refuses changing a param; unchanged ones are skipped
+    assert tracker.client.get_run(run).data.params == {"a": "1", "b": "x", "c": "2.5"}
+
+
+def test_server_tracking_needs_a_uri(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(ConfigError, match="MLFLOW_TRACKING_URI"):
+        tracker_from_config(OmegaConf.create({"kind": "server", "uri": None}))
+    with pytest.raises(ConfigError, match="local, server"):
+        tracker_from_config(OmegaConf.create({"kind": "cloud"}))
+
+
+def test_retry_gives_up_on_other_errors_and_retries_locks():
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError("(sqlite3.OperationalError) database is locked")
+        return "ok"
+
+    assert st._retry(flaky, "test") == "ok" and len(calls) == 3
+    with pytest.raises(KeyError):
+        st._retry(lambda: (_ for _ in ()).throw(KeyError("x")), "test")
