@@ -46,3 +46,12 @@ def test_counters_page_ranks_the_oracle_first(monkeypatch, swept_index):
     assert "count drift" not in infos and "negative-label" not in infos and "mosaic density" not in infos
     images = at.get("image")
     assert images and all(caption.startswith("mosaic_") for img in images for caption in img.captions)
+
+
+@pytest.mark.parametrize("page", ["overview.py", "generators.py", "grounding.py", "runs.py", "annotate.py"])
+def test_other_pages_render_on_the_sweep(monkeypatch, swept_index, page):
+    monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(swept_index))
+    at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=90).switch_page(page).run()
+    assert not at.exception and not at.error
+    if page in ("generators.py", "grounding.py", "annotate.py"):  # no such runs in this sweep: how to launch one
+        assert "countboard-sweep" in " ".join(i.value for i in at.info)
