@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -83,5 +82,7 @@ def run_leaderboard(args) -> int:
     env = dict(os.environ)
     env["COUNTBOARD_INDEX_DB"] = str(db)
     env[UI_ENV] = args.mlflow_ui or env.get(UI_ENV) or DEFAULT_UI
-    print(f"leaderboard on http://{args.host}:{args.port} (index {db})")
-    return subprocess.call(leaderboard_command(db, args.host, args.port), env=env)
+    print(f"leaderboard on http://{args.host}:{args.port} (index {db})", flush=True)
+    cmd = leaderboard_command(db, args.host, args.port)
+    os.execve(cmd[0], cmd, env)  # streamlit takes this process over: signals reach the server itself
+    return 0
