@@ -37,8 +37,7 @@ def run_demo(args: argparse.Namespace) -> int:
     t0 = time.time()
     steps = [
         ("train the shapecount counters (naive and aware recipes)",
-         [sys.executable, "-m", "countboard.cli", "train-counter", "--recipe", "naive", "--store", str(store)]),
-        (None, [sys.executable, "-m", "countboard.cli", "train-counter", "--recipe", "aware", "--store", str(store)]),
+         [sys.executable, "-m", "countboard.cli", "train-counter", "--recipe", "both", "--store", str(store)]),
         ("sweep conf/experiment/demo.yaml into the embedded MLflow store",
          [sys.executable, "-m", "countboard.sweep", "experiment=demo", f"tracking.store_dir={store}",
           f"hydra.launcher.n_jobs={args.jobs}"] + (["progress=false"] if not sys.stdout.isatty() else [])),
@@ -54,11 +53,10 @@ def run_demo(args: argparse.Namespace) -> int:
     if cli_main(["index", "--store", str(store)]):
         raise CountboardError("indexing failed; see the messages above")
     print(f"\nDemo finished in {time.time() - t0:.0f} s. Store: {store}\n"
-          f"  Leaderboard:  {sys.argv[0] if 'countboard' in sys.argv[0] else 'countboard'} leaderboard "
-          f"--store {store}   → http://127.0.0.1:8501\n"
+          f"  Leaderboard:  countboard leaderboard --store {store}   → http://127.0.0.1:8501\n"
           f"  MLflow UI:    countboard mlflow-ui --store {store}   → http://127.0.0.1:5000\n"
-          "  (both bind to 127.0.0.1; run them from the repo with `.venv/bin/countboard …` or after activating "
-          ".venv)")
+          "  (`countboard` is in .venv/bin: activate it with `. .venv/bin/activate` or prefix `.venv/bin/`; both "
+          "servers bind to 127.0.0.1)")
     return 0
 
 
