@@ -196,7 +196,8 @@ class ShapeCountCounter(Counter):
         recipe: ``naive`` or ``aware`` (which checkpoint to look for).
         checkpoint: Explicit checkpoint path (overrides the lookup).
         data_dir: Data root whose ``checkpoints/`` folder holds locally trained checkpoints.
-        tracking_store: MLflow store (directory or URI) searched when no local checkpoint exists.
+        tracking_store: Local MLflow store directory searched when no local checkpoint exists.
+        tracking_uri: MLflow tracking URI (a server); searched instead of ``tracking_store`` when set.
         prompt_batch_size: Prompts per head batch.
         device: ``"cpu"`` or ``"cuda"``.
 
@@ -209,10 +210,11 @@ class ShapeCountCounter(Counter):
     caches_image_features = True
 
     def __init__(self, recipe: str = "aware", checkpoint: str | None = None, data_dir: str | None = None,
-                 tracking_store: str | None = None, prompt_batch_size: int = 64, device: str = "cpu"):
+                 tracking_store: str | None = None, tracking_uri: str | None = None, prompt_batch_size: int = 64,
+                 device: str = "cpu"):
         super().__init__(device=device)
         self.recipe = recipe
-        self.checkpoint = resolve_checkpoint(recipe, checkpoint, data_dir, tracking_store)
+        self.checkpoint = resolve_checkpoint(recipe, checkpoint, data_dir, tracking_uri or tracking_store)
         net, table, _ = load_checkpoint(self.checkpoint)
         self.net = net.to(device)
         self.stride = net.arch.stride
