@@ -69,10 +69,13 @@ def metric_picker(family: str, metrics: list[MetricInfo], key_prefix: str) -> tu
 def ranking_frame(df: pd.DataFrame, metrics: list[MetricInfo], extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """Rank, model, dataset, split, the metric columns and a link to each run's MLflow page.
 
-    ``df`` comes best first; rows are grouped by dataset and split (and evaluator, when shown), keeping that order
-    inside each group, and ranked within their group: models are only compared on the same data.
+    ``df`` comes best first; rows are grouped by dataset and split (and evaluator, when shown, and task, when a
+    model has one entry per task), keeping that order inside each group, and ranked within their group: models are
+    only compared on the same data.
     """
     groups = ["dataset", "split", *(["evaluator"] if "evaluator" in extra else [])]
+    if "task" in df and "task" not in extra and df.duplicated(["model", *groups]).any():
+        extra, groups = (*extra, "task"), [*groups, "task"]  # entries split per task: rank each task apart
     df = df.sort_values(groups, kind="stable", na_position="last")
     out = pd.DataFrame({"rank": df.groupby(groups, sort=False, dropna=False).cumcount().to_numpy() + 1,
                         "model": df.model.to_numpy(), "dataset": df.dataset.to_numpy(),

@@ -86,3 +86,20 @@ def test_number_confusion_against_a_loop():
         for t, c in zip(ts, cs, strict=True):
             expected[(t, round(c))] = expected.get((t, round(c)), 0) + 1
     assert {(r.requested, r.counted): r.n for r in got.itertuples()} == expected
+
+
+def test_ranking_frame_ranks_within_dataset_and_task(monkeypatch):
+    import widgets
+    from countboard.schema import MetricInfo
+
+    monkeypatch.setenv("COUNTBOARD_MLFLOW_UI", "http://ui:5000")
+    acc = MetricInfo(key="acc", display="Acc", higher_is_better=True, family="f")
+    df = pd.DataFrame({"model": ["a", "b", "a", "b", "c"], "dataset": ["d1"] * 4 + ["d2"],
+                       "split": ["test"] * 5, "task": ["t1", "t1", "t2", "t2", "t1"],
+                       "acc": [0.9, 0.8, 0.7, 0.6, 0.5], "experiment_id": ["1"] * 5,
+                       "run_id": [f"r{i}" for i in range(5)]})
+    frame = widgets.ranking_frame(df, [acc])
+    assert list(frame.task) == ["t1", "t1", "t2", "t2", "t1"] and list(frame["rank"]) == [1, 2, 1, 2, 1]
+    assert frame.run.iloc[0] == "http://ui:5000/#/experiments/1/runs/r0"
+    merged = widgets.ranking_frame(df[df.task == "t1"], [acc])
+    assert "task" not in merged and list(merged["rank"]) == [1, 2, 1]
