@@ -10,9 +10,12 @@ them. Number confusion matrices and per-prompt-type accuracy come from the runs'
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import streamlit as st
+from scipy import stats
 
 import data
 import figures
@@ -26,6 +29,7 @@ DRAWS_ARRAY = "arrays/bcc_draws.npz"
 POOLED_CELL = "all"
 PROMPT_TYPE_VALUES = ("bcc_rate", "bcc_mean", "accuracy", "cc_rate")
 PROMPT_TYPE_TABLE = "tables/per_prompt_type.parquet"
+_LEVEL = re.compile(r"(\d{2}(?:\.\d+)?)%\s+(?:[\w-]+\s+){0,3}interval")
 INTERVAL_SUFFIXES = (("_low", "_high"), ("_ci_low", "_ci_high"), ("_lo", "_hi"))
 
 
@@ -64,6 +68,18 @@ def siblings(keys: list[str], main: str, interval: tuple[str, str]) -> list[str]
         if sum(a != b for a, b in zip(words, other, strict=True)) == 1:
             out.append(k)
     return out
+
+
+def interval_level(low_key: str, default: float = 0.90) -> float:
+    """The level of an interval, read from its lower bound's schema description ("… 95% credible interval …").
+
+    Example:
+        >>> interval_level("acs_bcc_low")  # "Lower end of the equal-tailed 90% credible interval …"  # doctest: +SKIP
+        0.9
+    """
+    info = load_schema().metrics.get(low_key)
+    match = _LEVEL.search(info.description) if info else None
+    return float(match.group(1)) / 100 if match else default
 
 
 def read_draws(run_ids: list[str]) -> np.ndarray | None:
@@ -129,8 +145,11 @@ def interval_section(df: pd.DataFrame, sort: MetricInfo, interval: tuple[str, st
         p = figures.prob_greater_draws(np.stack([d[:n] for d in draws]))
         how = f"Share of {n} posterior draws (arrays/bcc_draws.npz) in which A's rate is higher; runs independent."
     else:
-        p = figures.prob_greater_normal(part[sort.key].to_numpy(), part[low].to_numpy(), part[high].to_numpy())
-        how = "Each estimate taken as normal with the spread of its interval (read as 90%); estimates independent."
+        level = interval_level(low)
+        z = float(stats.norm.ppf(0.5 + level / 2))
+        p = figures.prob_greater_normal(part[sort.key].to_numpy(), part[low].to_numpy(), part[high].to_numpy(), z)
+        how = (f"Each estimate taken as normal with the spread of its {level:.0%} interval (level from the schema); "
+               "estimates independent.")
     if sort.higher_is_better is False:
         p = p.T
     st.plotly_chart(figures.pairwise_heatmap(p, list(part.model), f"P(A better than B) by {sort.display}"),
@@ -184,7 +203,13 @@ def confusion_table(run_ids: list[str]) -> tuple[pd.DataFrame | None, str]:
 
 def confusion_section(df: pd.DataFrame, labels: dict[str, str], prefix: str) -> None:
     st.subheader("Confusion matrix")
-    entry = st.selectbox("Entry", list(df.run_id), format_func=lambda r: labels.get(r, r), key=f"{prefix}_conf_run")
+    have = set(data.artifacts([r for ids in df.run_ids for r in ids], "tables/").path)
+    entries = list(df.run_id)
+    if have & set(CONFUSION_TABLES):  # only some entries (e.g. GeckoNum Task 1) have a confusion table
+        with_table = set(data.artifacts([r for ids in df.run_ids for r in ids], "tables/")
+                         .query("path in @CONFUSION_TABLES").run_id)
+        entries = [e for e, ids in zip(df.run_id, df.run_ids, strict=True) if with_table & set(ids)]
+    entry = st.selectbox("Entry", entries, format_func=lambda r: labels.get(r, r), key=f"{prefix}_conf_run")
     table, what = confusion_table(list(df.set_index("run_id").loc[entry, "run_ids"]))
     if table is None or table.empty or table.shape[1] < 3:
         widgets.missing("confusion matrix", f"{SAMPLES} (targets, evaluator_counts) or {' / '.join(CONFUSION_TABLES)}")

@@ -103,3 +103,20 @@ def test_ranking_frame_ranks_within_dataset_and_task(monkeypatch):
     assert frame.run.iloc[0] == "http://ui:5000/#/experiments/1/runs/r0"
     merged = widgets.ranking_frame(df[df.task == "t1"], [acc])
     assert "task" not in merged and list(merged["rank"]) == [1, 2, 1]
+
+
+def test_interval_level_is_read_from_the_schema_description(monkeypatch):
+    import generators
+    from countboard.schema import MetricInfo, Schema
+
+    def info(key, text):
+        return MetricInfo(key=key, display=key, higher_is_better=None, family="f", description=text)
+
+    schema = Schema(metrics={"a_low": info("a_low", "Lower end of the equal-tailed 90% credible interval (5% quantile)"),
+                             "b_low": info("b_low", "Lower end of the percentile bootstrap 95% interval."),
+                             "c_low": info("c_low", "Lower bound.")}, families={})
+    monkeypatch.setattr(generators, "load_schema", lambda: schema)
+    assert generators.interval_level("a_low") == pytest.approx(0.90)
+    assert generators.interval_level("b_low") == pytest.approx(0.95)
+    assert generators.interval_level("c_low") == pytest.approx(0.90)  # no level stated: the default
+    assert generators.interval_level("missing", default=0.8) == pytest.approx(0.8)
