@@ -34,3 +34,16 @@ def empty_index(tmp_path_factory):
     db = root / "index.duckdb"
     build_index(store.uri, db)
     return store, db
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _release_cached_connections():
+    """Drop the app's cached DuckDB connections before the interpreter exits (else DuckDB reports leaks)."""
+    yield
+    import gc
+
+    import streamlit as st
+
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    gc.collect()
