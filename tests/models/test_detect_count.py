@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from countboard.models.detect_count import box_iou, cxcywh_to_yxyx, detections_to_density, nms
+from countboard.models.detect_count import cxcywh_to_yxyx, detections_to_density, nms, pairwise_iou
 
 
 def _iou_loop(a, b):
@@ -29,8 +29,13 @@ def test_cxcywh_to_yxyx_hand_case():
     np.testing.assert_allclose(out, [[40, 0, 60, 20]])
 
 
-def test_box_iou_hand_case():
-    np.testing.assert_allclose(box_iou(np.array([0, 0, 4, 4]), np.array([[2, 2, 6, 6]])), [4 / 28])
+def test_pairwise_iou_hand_case_and_loop():
+    np.testing.assert_allclose(pairwise_iou(np.array([[0, 0, 4, 4]]), np.array([[2, 2, 6, 6], [0, 0, 0, 0]])),
+                               [[4 / 28, 0.0]])
+    rng = np.random.default_rng(3)
+    a, b = _random_boxes(rng, 7), _random_boxes(rng, 5)
+    expected = [[_iou_loop(x, y) for y in b] for x in a]
+    np.testing.assert_allclose(pairwise_iou(a, b), expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -28,45 +28,42 @@ def cxcywh_to_yxyx(boxes: np.ndarray, scale_hw: tuple[float, float]) -> np.ndarr
     return np.stack([cy - bh / 2, cx - bw / 2, cy + bh / 2, cx + bw / 2], axis=1)
 
 
-def box_iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """IoU of one ``(4,)`` box with ``(K, 4)`` boxes, all ``(y0, x0, y1, x1)``.
+def pairwise_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(K, M)`` IoU matrix of ``(K, 4)`` and ``(M, 4)`` boxes ``(y0, x0, y1, x1)``.
 
     Example:
-        >>> box_iou(np.array([0, 0, 2, 2]), np.array([[0, 0, 2, 2], [0, 1, 2, 3], [5, 5, 6, 6]])).round(3).tolist()
-        [1.0, 0.333, 0.0]
+        >>> pairwise_iou(np.array([[0, 0, 2, 2]]), np.array([[0, 1, 2, 3], [5, 5, 6, 6]])).round(3).tolist()
+        [[0.333, 0.0]]
     """
-    y0 = np.maximum(box[0], others[:, 0])
-    x0 = np.maximum(box[1], others[:, 1])
-    y1 = np.minimum(box[2], others[:, 2])
-    x1 = np.minimum(box[3], others[:, 3])
-    inter = np.clip(y1 - y0, 0, None) * np.clip(x1 - x0, 0, None)
-    area = (box[2] - box[0]) * (box[3] - box[1])
-    areas = (others[:, 2] - others[:, 0]) * (others[:, 3] - others[:, 1])
-    union = area + areas - inter
-    return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    ih = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
+    iw = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    inter = ih * iw
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 
 
 def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarray:
     """Indices of the boxes kept by greedy non-maximum suppression, best score first.
 
     A box is dropped when its IoU with an already kept, higher-scoring box exceeds ``iou_threshold``;
-    ``iou_threshold >= 1`` keeps every box.
+    ``iou_threshold >= 1`` keeps every box. The IoU matrix of all boxes is computed once (K <= a few thousand).
 
     Example:
         >>> nms(np.array([[0, 0, 2, 2], [0, 0, 2, 2.2], [5, 5, 6, 6]]), np.array([0.9, 0.8, 0.7]), 0.5).tolist()
         [0, 2]
     """
     order = np.argsort(-np.asarray(scores), kind="stable")
-    if iou_threshold >= 1:
+    if iou_threshold >= 1 or len(order) < 2:
         return order
-    boxes = np.asarray(boxes, dtype=np.float64)
-    keep: list[int] = []
-    while len(order):
-        i = order[0]
-        keep.append(int(i))
-        rest = order[1:]
-        order = rest[box_iou(boxes[i], boxes[rest]) <= iou_threshold]
-    return np.array(keep, dtype=int)
+    iou = pairwise_iou(boxes[order], boxes[order])
+    keep = np.ones(len(order), dtype=bool)
+    for i in range(len(order) - 1):
+        if keep[i]:
+            keep[i + 1:] &= iou[i, i + 1:] <= iou_threshold
+    return order[keep]
 
 
 def detections_to_density(boxes: np.ndarray, scores: np.ndarray, size: tuple[int, int], score_threshold: float,
