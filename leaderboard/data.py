@@ -11,11 +11,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 import queries
+from countboard.index import ddl
 from countboard.index.artifacts import ArtifactPathError, resolve_artifact
 from countboard.index.reader import connect_readonly, use_index
 from countboard.schema import FamilyInfo, MetricInfo, load_schema
@@ -59,6 +61,33 @@ def index_exists() -> bool:
     return _version(db_path()) is not None
 
 
+@st.cache_data(max_entries=8, show_spinner=False)
+def _schema_version(path: str, version: tuple[int, int]) -> str | None:
+    cur = _connection(path, version).cursor()
+    try:
+        use_index(cur)
+        row = cur.execute("SELECT value FROM meta WHERE key = ?", ["schema_version"]).fetchone()
+        return row[0] if row else None
+    except duckdb.Error:
+        return None
+    finally:
+        cur.close()
+
+
+def index_problem() -> str | None:
+    """Why the index cannot be read by this version of the app (None when it can, or when there is none)."""
+    path = db_path()
+    version = _version(path)
+    if version is None:
+        return None
+    found = _schema_version(str(path), version)
+    if found != str(ddl.SCHEMA_VERSION):
+        return (f"The index `{path}` has schema version {found or 'unknown'}, this leaderboard reads version "
+                f"{ddl.SCHEMA_VERSION}. Rebuild it with `countboard index` (or start `countboard leaderboard` "
+                "without `--no-index`), then reload.")
+    return None
+
+
 @st.cache_resource(max_entries=2, show_spinner=False)
 def _connection(path: str, version: tuple[int, int]):
     return connect_readonly(path)
@@ -78,7 +107,7 @@ def query(sql: str, params: tuple = ()) -> pd.DataFrame:
     """Rows of ``sql`` with bound ``params``; an empty frame when there is no index yet."""
     path = db_path()
     version = _version(path)
-    if version is None:
+    if version is None or index_problem():
         return pd.DataFrame()
     return _query(str(path), version, sql, tuple(params))
 

@@ -16,6 +16,10 @@ def main() -> None:
     st.title("Countboard")
     st.caption("Counting-centred evaluation of vision and vision-language models, read from the DuckDB index of "
                "the MLflow store.")
+    problem = data.index_problem()
+    if problem:
+        st.warning(problem)
+        return
     counts = data.query(queries.FAMILY_COUNTS)
     if counts.empty:
         st.info("The index has no finished runs yet. Launch a sweep, e.g.\n\n"

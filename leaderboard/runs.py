@@ -21,6 +21,10 @@ def details(run_id: str) -> None:
 
 def main() -> None:
     st.title("Runs")
+    problem = data.index_problem()
+    if problem:
+        st.warning(problem)
+        return
     facets = data.query(queries.RUN_FACETS)
     if facets.empty:
         st.info("The index has no runs yet. Launch a sweep, e.g.\n\n"

@@ -22,6 +22,10 @@ countboard index --store mlruns
 
 def empty_state(family: str) -> None:
     """Explain how to fill the page: which sweep to launch and how to index it."""
+    problem = data.index_problem()
+    if problem:
+        st.warning(problem)
+        return
     fam = data.family(family)
     kinds = f"Models of kind {', '.join(f'`{k}`' for k in fam.model_kinds)} belong here." if fam and fam.model_kinds \
         else ""

@@ -161,3 +161,17 @@ def test_annotation_page_stores_answers_and_resumes(monkeypatch, filled_index, t
 
     answers = LabelStore(labels).labels(again.selectbox(key="annotate_run").value)
     assert list(answers.answer) == [3.0] and list(answers.annot_id) == ["ann1"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_index_of_an_older_schema_asks_for_a_rebuild(monkeypatch, tmp_path, page):
+    import duckdb
+
+    db = tmp_path / "old.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    at = open_page(monkeypatch, db, page)
+    assert not at.exception and not at.error
+    warning = " ".join(w.value for w in at.warning)
+    assert "schema version 1" in warning and "countboard index" in warning
