@@ -165,6 +165,14 @@ def _quiet_pymc():
         logger.setLevel(level)
 
 
+def sample_model(model: pm.Model, cfg: SamplerConfig) -> az.InferenceData:
+    """NUTS draws of ``model`` with ``cfg``, without progress bars or PyMC's own log lines and checks."""
+    with model, _quiet_pymc(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*BLAS.*")
+        return pm.sample(draws=cfg.draws, tune=cfg.tune, chains=cfg.chains, cores=cfg.cores, random_seed=cfg.seed,
+                         target_accept=cfg.target_accept, progressbar=False, compute_convergence_checks=False)
+
+
 def _diagnostics(idata: az.InferenceData) -> tuple[np.ndarray, np.ndarray]:
     names = ["p", "tpr", "fpr"]
     if idata.posterior.sizes["chain"] < 2:
@@ -199,13 +207,7 @@ def fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = Non
     cells = [str(c) for c in (cells if cells is not None else range(k_cells))]
     if len(cells) != k_cells or len(set(cells)) != k_cells:
         raise QuantifyInputError(f"need {k_cells} distinct cell names, got {cells[:5]}...")
-    cfg = sampler or SamplerConfig()
-    model = build_bcc_model(counts, cells)
-    with model, _quiet_pymc(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*BLAS.*")
-        idata = pm.sample(draws=cfg.draws, tune=cfg.tune, chains=cfg.chains, cores=cfg.cores,
-                          random_seed=cfg.seed, target_accept=cfg.target_accept, progressbar=False,
-                          compute_convergence_checks=False)
+    idata = sample_model(build_bcc_model(counts, cells), sampler or SamplerConfig())
     rhat, ess = _diagnostics(idata)
     draws = idata.posterior["p"].transpose("cell", "chain", "draw").values.reshape(k_cells, -1)
     fit = BCCFit(cells=cells, draws=draws, rhat=rhat, ess=ess, idata=idata)

@@ -20,7 +20,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
-from countboard.quantify.bcc import RHAT_MAX, SamplerConfig, _quiet_pymc
+from countboard.quantify.bcc import RHAT_MAX, SamplerConfig, sample_model
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
 
 
@@ -85,15 +85,11 @@ def fit_bcc_multiclass(confusion, s_unlabelled, *, labels: Sequence[str] | None 
     """
     conf, s, names = _validate(confusion, s_unlabelled, labels)
     cfg = sampler or SamplerConfig()
-    with pm.Model(coords={"label": names, "predicted": names}):
+    with pm.Model(coords={"label": names, "predicted": names}) as model:
         pi = pm.Dirichlet("pi", a=conf.sum(axis=1).astype(np.float64) + 1, dims="label")
         theta = pm.Dirichlet("theta", a=conf.astype(np.float64) + 1, dims=("label", "predicted"))
         pm.Multinomial("s_m", n=int(s.sum()), p=pm.math.dot(pi, theta), observed=s, dims="predicted")
-        with _quiet_pymc(), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*BLAS.*")
-            idata = pm.sample(draws=cfg.draws, tune=cfg.tune, chains=cfg.chains, cores=cfg.cores,
-                              random_seed=cfg.seed, target_accept=cfg.target_accept, progressbar=False,
-                              compute_convergence_checks=False)
+    idata = sample_model(model, cfg)
     draws = idata.posterior["pi"].stack(sample=("chain", "draw")).transpose("sample", "label").values
     ess = az.ess(idata, var_names=["pi"])["pi"].values
     rhat = az.rhat(idata, var_names=["pi"])["pi"].values if cfg.chains > 1 else np.full(len(names), np.nan)
