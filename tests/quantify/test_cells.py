@@ -85,3 +85,15 @@ def test_every_report_key_is_declared_in_the_schema():
     for key in r:
         assert schema.metric(key).family == "acs"
     assert schema.families["acs"].main_metric == "acs_bcc_mean"
+
+
+@pytest.mark.parametrize("module", [
+    "countboard.quantify.beta", "countboard.quantify.baselines", "countboard.quantify.cells",
+    "countboard.quantify.compare", "countboard.data.acs",
+])
+def test_docstring_examples_hold(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and result.attempted > 0
