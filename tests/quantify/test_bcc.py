@@ -175,3 +175,9 @@ def test_fit_bcc_refuses_arrays():
 def test_cell_names_must_be_distinct():
     with pytest.raises(QuantifyInputError, match="distinct"):
         fit_bcc_batch(*CELLS[[0, 3]].T, cells=["a", "a"])
+
+
+def test_one_chain_has_no_rhat_but_keeps_ess():
+    fit = fit_bcc(*CELLS[0], sampler=SamplerConfig(draws=100, tune=100, chains=1, seed=0))
+    assert np.isnan(fit.rhat).all() and fit.ess[0] > 0
+    assert fit.draws.shape == (1, 100)

@@ -174,13 +174,14 @@ def sample_model(model: pm.Model, cfg: SamplerConfig) -> az.InferenceData:
 
 
 def _diagnostics(idata: az.InferenceData) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell: the largest R-hat (NaN with one chain, where it is undefined) and the smallest bulk ESS."""
     names = ["p", "tpr", "fpr"]
-    if idata.posterior.sizes["chain"] < 2:
-        n = idata.posterior.sizes["cell"]
-        return np.full(n, np.nan), az.ess(idata, var_names=names)["p"].values
-    rhat = az.rhat(idata, var_names=names)
     ess = az.ess(idata, var_names=names)
-    return (np.max([rhat[v].values for v in names], axis=0), np.min([ess[v].values for v in names], axis=0))
+    ess_min = np.min([ess[v].values for v in names], axis=0)
+    if idata.posterior.sizes["chain"] < 2:
+        return np.full(idata.posterior.sizes["cell"], np.nan), ess_min
+    rhat = az.rhat(idata, var_names=names)
+    return np.max([rhat[v].values for v in names], axis=0), ess_min
 
 
 def fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = None,
