@@ -115,8 +115,18 @@ def test_unknown_option_lists_the_options(tmp_path):
 
 def test_typo_in_a_top_level_key_fails_at_composition(tmp_path):
     proc = run_sweep([*TOY, "sede=3"], tmp_path, check=False)
-    assert proc.returncode != 0 and "sede" in proc.stdout + proc.stderr
+    assert proc.returncode == 2
+    assert "unknown config key `sede`" in proc.stderr and "seed" in proc.stderr and "model" in proc.stderr
     assert not (tmp_path / "mlruns" / "mlflow.db").exists()
+
+
+def test_unknown_key_names_the_valid_ones():
+    from countboard.sweep import unknown_key
+
+    assert unknown_key(["-m", "model=a,b", "seed=1", "+model.x=1", "task/classifier=vader", "hydra.verbose=true",
+                        "--config-dir", "/x", "tracking.store_dir=/s", "model.recipe=aware"]) is None
+    assert "tracking keys" in unknown_key(["tracking.storedir=/s"])
+    assert "batch_size" in unknown_key(["batchsize=4"])
 
 
 def test_bad_model_parameter_names_the_valid_keys(tmp_path):

@@ -8,11 +8,12 @@ Examples:
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 
 import hydra
 from omegaconf import DictConfig
 
-from countboard.config import register_configs
+from countboard.config import Config, TrackingConf, register_configs
 from countboard.paths import conf_dir
 
 register_configs()
@@ -25,8 +26,41 @@ def _app(cfg: DictConfig) -> str | None:
     return run_job(cfg)
 
 
+_VALUE_FLAGS = ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp", "--experimental-rerun")
+
+
+def unknown_key(argv: list[str]) -> str | None:
+    """A message when a command-line override names a top-level or tracking key that does not exist.
+
+    Hydra refuses such keys too, but without saying which ones exist; model/dataset/task keys are checked against
+    their class when the job starts (``engine.check_node``).
+    """
+    top = {f.name for f in fields(Config)}
+    groups = {p.name for p in conf_dir().iterdir() if p.is_dir()} | {"hydra"}
+    tracking = {f.name for f in fields(TrackingConf)}
+    skip_next = False
+    for arg in argv:
+        if skip_next or arg.startswith("-"):
+            skip_next = arg in _VALUE_FLAGS
+            continue
+        key = arg.split("=", 1)[0]
+        if "=" not in arg or key.startswith(("+", "~", "hydra")) or "/" in key:
+            continue
+        head, _, rest = key.partition(".")
+        if head not in top and head not in groups:
+            return (f"unknown config key `{head}` in `{arg}`. Top-level keys: {', '.join(sorted(top))}; config "
+                    f"groups: {', '.join(sorted(groups - {'hydra'}))} (e.g. model=<option>, model.<param>=…)")
+        if head == "tracking" and rest and rest.split(".")[0] not in tracking:
+            return (f"unknown tracking key `{rest}` in `{arg}`; tracking keys: {', '.join(sorted(tracking))}")
+    return None
+
+
 def main() -> None:
     """Console entry point."""
+    message = unknown_key(sys.argv[1:])
+    if message:
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
     _app()
 
 

@@ -81,3 +81,17 @@ def test_retry_gives_up_on_other_errors_and_retries_locks():
     assert st._retry(flaky, "test") == "ok" and len(calls) == 3
     with pytest.raises(KeyError):
         st._retry(lambda: (_ for _ in ()).throw(KeyError("x")), "test")
+
+
+def test_mlflow_ui_serves_the_sweep_store_on_loopback(monkeypatch, tmp_path):
+    import subprocess
+
+    from countboard.cli import main
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    assert main(["mlflow-ui", "--store", str(tmp_path / "mlruns"), "--port", "5123"]) == 0
+    cmd = calls[0]
+    assert cmd[1:4] == ["-m", "mlflow", "server"]
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5123"
+    assert cmd[cmd.index("--backend-store-uri") + 1] == st.local_store_uri(tmp_path / "mlruns")
