@@ -1,5 +1,7 @@
 """Annotation page: people answer the count questions about a run's generated images (GeckoNum Task 1 layout).
 
+Texts of ``text_acs`` runs are labelled on the same page ("Texts"); see ``annotate_text``.
+
 Runs that saved an annotation sample (``geckonum_autoeval``: ``tables/annotation_sample.parquet`` and
 ``files/annotation_images.zip``) can be labelled here. Answers go to a label store (a DuckDB file beside the
 index, ``$COUNTBOARD_LABELS_DB`` to move it), never to the index; "Log the answers to the run" writes them into
@@ -16,6 +18,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+import annotate_text
 import data
 from countboard.data.geckonum_annotation import (
     IMAGES_ZIP,
@@ -78,9 +81,20 @@ def question_form(run_id: str, model: str, item: pd.Series, annot: str, store: L
 
 
 def main() -> None:
-    st.title("Annotate generated images")
+    st.title("Annotate")
+    kind = st.radio("What to label", ["Images", "Texts"], horizontal=True, key="annotate_kind",
+                    help="Images: count questions of geckonum_autoeval runs. Texts: attribute labels of text_acs runs.")
+    if kind == "Texts":
+        st.caption("The attribute label of a run's generated texts, picked by people: the human labels that "
+                   "Bayesian classify & count uses to correct the text classifier.")
+        annotate_text.main()
+        return
     st.caption("Count questions about a run's generated images, answered by people: the human labels that "
                "Bayesian classify & count uses to correct an automatic evaluator.")
+    images_page()
+
+
+def images_page() -> None:
     runs = candidate_runs()
     if runs.empty:
         st.info("No run has an annotation sample yet. Launch an auto-evaluated GeckoNum sweep, e.g.\n\n"

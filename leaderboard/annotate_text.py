@@ -1,0 +1,159 @@
+"""Text part of the annotation page: people pick the attribute label of texts a ``text_acs`` run generated.
+
+A ``text_acs`` run's ``samples.parquet`` holds each generated text with its prompt. The page shows them one at a
+time in a seeded random order (``annotation_queue``: every annotator sees the same subset first) and appends the
+chosen label to a label file, one CSV per run in a folder beside the index (``$COUNTBOARD_TEXT_LABELS_DIR`` to
+move it). Reopening the page resumes with the next text the annotator has not labelled. The file is what
+``task.human.source=file task.human.path=<csv>`` reads back; "Log the label file to the run" also stores it in the
+run's artifacts as ``annotations/text_labels.csv``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+import data
+from countboard.data.text_annotations import annotation_queue, append_label, read_label_file
+from countboard.errors import ConfigError
+
+LABELS_DIR_ENV = "COUNTBOARD_TEXT_LABELS_DIR"
+SAMPLES = "samples.parquet"
+TASK = "text_acs"
+DEFAULT_TEXTS = 100
+LOGGED_NAME = "text_labels.csv"
+
+
+def labels_dir() -> Path:
+    """Folder of the label files: ``$COUNTBOARD_TEXT_LABELS_DIR``, else ``text_labels/`` beside the index."""
+    path = os.environ.get(LABELS_DIR_ENV) or str(data.db_path().with_name("text_labels"))
+    return Path(path).expanduser()
+
+
+def label_file(run_id: str) -> Path:
+    return labels_dir() / f"{run_id}.csv"
+
+
+def text_runs() -> pd.DataFrame:
+    """``text_acs`` runs whose ``samples.parquet`` is in the index."""
+    runs = data.query("SELECT run_id, run_name, model, dataset, status FROM runs WHERE NOT is_sweep AND task = ?",
+                      (TASK,))
+    if runs.empty:
+        return runs
+    have = set(data.artifacts(list(runs.run_id), SAMPLES).query("path == @SAMPLES").run_id)
+    return runs[runs.run_id.isin(have)].reset_index(drop=True)
+
+
+def run_labels(run_id: str, samples: pd.DataFrame) -> list[str]:
+    """The attribute's labels: the run's ``dataset.labels`` (else the classifier's), else the requested labels."""
+    for key in ("dataset.labels", "task.classifier.labels"):
+        raw = data.run_param([run_id], key).get(run_id)
+        try:
+            labels = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            labels = None
+        if isinstance(labels, list) and labels:
+            return [str(x).strip().lower() for x in labels]
+    if "requested" in samples:
+        return sorted({str(x).strip().lower() for x in samples["requested"].dropna() if str(x).strip()})
+    return []
+
+
+def done_rows(path: Path, labels: list[str]) -> pd.DataFrame | None:
+    """Rows of the run's label file so far (None before the first label); bad rows reported as warnings."""
+    if not path.is_file():
+        return None
+    try:
+        rows, problems = read_label_file(path, labels)
+    except ConfigError as exc:
+        st.error(f"Label file unreadable: {exc}")
+        return None
+    if problems:
+        st.warning(f"{len(problems)} row(s) of `{path}` are left out: " + "; ".join(problems[:3]))
+    return rows
+
+
+def rerun_command(model: str, dataset: str, classifier: str, path: Path) -> str:
+    parts = ["countboard-sweep", f"model={model}", f"dataset={dataset}", f"task={TASK}",
+             f"task/classifier={classifier}", "task.human.source=file", f"task.human.path={path.resolve()}"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def log_to_run(run_id: str, path: Path) -> None:
+    from countboard.tracking import Tracker
+
+    meta = data.query("SELECT key, value FROM meta")
+    uri = dict(zip(meta.key, meta.value, strict=True)).get("store_uri")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / LOGGED_NAME
+        shutil.copyfile(path, copy)
+        Tracker(uri).log_file(run_id, copy, "annotations")
+    st.success(f"Logged annotations/{LOGGED_NAME} to run {run_id}; run `countboard index` to see it in the index.")
+
+
+def text_form(item: pd.Series, labels: list[str], annot: str, path: Path) -> None:
+    if str(item.get("prompt", "") or "").strip():
+        st.caption(f"Prompt: “{item.prompt}”")
+    st.container(border=True).text(str(item.text))
+    with st.form(key="annotate_text_form", clear_on_submit=True):
+        choice = st.radio("Label", labels, index=None, horizontal=True, key="annotate_text_label")
+        if st.form_submit_button("Save and next"):
+            if choice is None:
+                st.warning("Not saved: pick a label first.")
+                return
+            try:
+                append_label(path, str(item.text), choice, annot, labels)
+            except ConfigError as exc:
+                st.warning(f"Not saved: {exc}")
+            else:
+                st.rerun()
+
+
+def main() -> None:
+    runs = text_runs()
+    if runs.empty:
+        st.info("No text generator run to label yet. Launch an attribute control sweep, e.g.\n\n"
+                "```bash\ncountboard-sweep -m model=<text generator> task=text_acs task/classifier=vader "
+                "tracking.store_dir=mlruns\ncountboard index --store mlruns\n```\n\nthen reload this page.")
+        return
+    names = {r.run_id: f"{r.model} · {r.dataset} · {r.run_name}" for r in runs.itertuples()}
+    cols = st.columns([3, 1, 1])
+    run_id = cols[0].selectbox("Run", list(names), format_func=names.get, key="annotate_text_run")
+    annot = cols[1].text_input("Annotator id", key="annotate_text_annot").strip()
+    n = int(cols[2].number_input("Texts", min_value=1, value=DEFAULT_TEXTS, key="annotate_text_n"))
+    samples = data.read_table(run_id, SAMPLES)
+    if samples is None:
+        st.error(f"`{SAMPLES}` of run {run_id} is not readable here; rebuild the index with `countboard index`.")
+        return
+    labels = run_labels(run_id, samples)
+    if not labels:
+        st.error(f"Run {run_id} logs no labels (`dataset.labels`) and its samples no requested labels.")
+        return
+    path = label_file(run_id)
+    if not annot:
+        st.info("Enter an annotator id to start (labels are kept per annotator; a session resumes where it stopped). "
+                f"Labels of this run go to `{path}`.")
+        return
+    subset = annotation_queue(samples, n=n)
+    todo = annotation_queue(samples, done_rows(path, labels), annotator=annot)
+    todo = todo[todo.text_id.isin(set(subset.text_id))]
+    done, total = len(subset) - len(todo), len(subset)
+    st.progress(done / total if total else 1.0, text=f"{done} of {total} texts labelled")
+    if not todo.empty:
+        text_form(todo.iloc[0], labels, annot, path)
+    else:
+        st.success("Every text of this subset is labelled.")
+    if st.button("Log the label file to the run", key="annotate_text_log", disabled=not path.is_file()):
+        log_to_run(run_id, path)
+    if path.is_file():
+        row = runs.set_index("run_id").loc[run_id]
+        classifier = data.run_tag([run_id], "classifier").get(run_id, "<classifier>")
+        st.markdown("Rerun this cell with these labels (same seed and prompt settings, so the texts match):")
+        st.code(rerun_command(str(row.model), str(row.dataset), classifier, path), language="bash")

@@ -1,0 +1,105 @@
+"""Annotate page, texts: label a real ``text_acs`` run's texts, resume, log the file, and the empty-store advice."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+from tests.conftest import run_sweep
+
+from countboard.data.text_annotations import LABEL_COLUMNS, annotation_queue, text_id
+from countboard.index import build_index
+from countboard.paths import leaderboard_dir
+
+APP = leaderboard_dir() / "app.py"
+N_PROMPTS = 12
+SUBMIT = "FormSubmitter:annotate_text_form-Save and next"
+
+
+@pytest.fixture(scope="module")
+def text_index(tmp_path_factory):
+    """One small ``text_acs`` cell (procedural generator, VADER, no human labels) swept and indexed."""
+    root = tmp_path_factory.mktemp("lb_text")
+    run_sweep(["model=story_procedural_good", "dataset=sentiment_stories", "task=text_acs", "task/classifier=vader",
+               f"dataset.n_prompts={N_PROMPTS}", "task.human.source=none", "device=cpu", "seed=3"], root)
+    store = root / "mlruns"
+    db = root / "index.duckdb"
+    build_index(f"sqlite:///{store / 'mlflow.db'}", db)
+    samples = pd.read_parquet(next(store.glob("artifacts/*/*/artifacts/samples.parquet")))
+    return db, samples
+
+
+def open_texts(monkeypatch, db, labels_dir) -> AppTest:
+    monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(db))
+    monkeypatch.setenv("COUNTBOARD_TEXT_LABELS_DIR", str(labels_dir))
+    at = AppTest.from_file(str(APP), default_timeout=60).switch_page("annotate.py").run()
+    at.radio(key="annotate_kind").set_value("Texts").run()
+    return at
+
+
+def progress(at: AppTest) -> list[str]:
+    return [p.proto.text for p in at.get("progress")]
+
+
+def shown_text(at: AppTest) -> str:
+    return at.get("text")[0].value
+
+
+def test_label_two_texts_then_resume(monkeypatch, text_index, tmp_path):
+    db, samples = text_index
+    queue = annotation_queue(samples)
+    total = len(queue)
+    assert 2 < total <= N_PROMPTS
+    at = open_texts(monkeypatch, db, tmp_path)
+    assert not at.exception and "annotator id" in " ".join(i.value for i in at.info)
+    at.text_input(key="annotate_text_annot").set_value("ann1").run()
+    assert progress(at) == [f"0 of {total} texts labelled"]
+    assert at.radio(key="annotate_text_label").options == ["positive", "neutral", "negative"]
+    assert shown_text(at) == queue.text.iloc[0]
+    at.button(key=SUBMIT).click().run()
+    assert "pick a label" in " ".join(w.value for w in at.warning)
+    for label in ("negative", "neutral"):
+        at.radio(key="annotate_text_label").set_value(label)
+        at.button(key=SUBMIT).click().run()
+        assert not at.exception, [e.value for e in at.exception]
+    assert progress(at) == [f"2 of {total} texts labelled"]
+    assert shown_text(at) == queue.text.iloc[2]
+
+    csv = tmp_path / f"{at.selectbox(key='annotate_text_run').value}.csv"
+    rows = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    assert list(rows.columns) == LABEL_COLUMNS
+    assert list(rows.text_id) == [text_id(t) for t in queue.text.iloc[:2]]
+    assert list(rows.annotator) == ["ann1", "ann1"] and list(rows.label) == ["negative", "neutral"]
+    command = " ".join(c.value for c in at.code)
+    assert "task=text_acs" in command and "task/classifier=vader" in command
+    assert "model=story_procedural_good" in command and f"task.human.path={csv.resolve()}" in command
+
+    again = open_texts(monkeypatch, db, tmp_path)
+    again.text_input(key="annotate_text_annot").set_value("ann1").run()
+    assert progress(again) == [f"2 of {total} texts labelled"]
+    assert shown_text(again) == queue.text.iloc[2]
+    other = open_texts(monkeypatch, db, tmp_path)
+    other.text_input(key="annotate_text_annot").set_value("ann2").run()
+    assert progress(other) == [f"0 of {total} texts labelled"]
+
+
+def test_log_the_label_file_to_the_run(monkeypatch, text_index, tmp_path):
+    db, samples = text_index
+    at = open_texts(monkeypatch, db, tmp_path)
+    at.text_input(key="annotate_text_annot").set_value("ann1").run()
+    assert at.button(key="annotate_text_log").disabled
+    at.radio(key="annotate_text_label").set_value("positive")
+    at.button(key=SUBMIT).click().run()
+    at.button(key="annotate_text_log").click().run()
+    assert not at.exception and "annotations/text_labels.csv" in " ".join(s.value for s in at.success)
+    run_id = at.selectbox(key="annotate_text_run").value
+    logged = next(db.parent.glob(f"mlruns/artifacts/*/{run_id}/artifacts/annotations/text_labels.csv"))
+    assert logged.read_text() == (tmp_path / f"{run_id}.csv").read_text()
+
+
+def test_empty_store_explains_how_to_get_texts(monkeypatch, empty_index, tmp_path):
+    _, db = empty_index
+    at = open_texts(monkeypatch, db, tmp_path)
+    assert not at.exception and not at.error
+    text = " ".join(i.value for i in at.info)
+    assert "task=text_acs" in text and "countboard-sweep" in text and "countboard index" in text
