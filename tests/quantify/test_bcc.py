@@ -11,6 +11,7 @@ from scipy import stats
 from countboard.data.acs import simulate_counts
 from countboard.quantify import (
     BCCWarning,
+    NoHumanPositivesError,
     QuantifyInputError,
     SamplerConfig,
     bcc_posterior,
@@ -78,7 +79,7 @@ def batch_fit():
     names = NAMES + [f"sim{k}" for k in range(len(sim))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BCCWarning)
-        return fit_bcc_batch(*rows.T, cells=names, sampler=FAST)
+        return fit_bcc_batch(*rows.T, cells=names, sampler=FAST, allow_no_human_positives=True)
 
 
 @pytest.fixture(scope="module")
@@ -142,10 +143,19 @@ def test_simulated_intervals_cover_and_cc_is_biased(batch_fit):
     assert err_cc > 2 * err_bcc, (err_cc, err_bcc)
 
 
-def test_tp_fn_zero_warns_but_fits():
+def test_tp_fn_zero_raises_unless_allowed():
+    with pytest.raises(NoHumanPositivesError, match=r"\['no_pos'\].*tp \+ fn = 0.*allow_no_human_positives"):
+        fit_bcc_batch(*CELLS[[0, 1]].T, cells=["ok", "no_pos"], sampler=FAST)
+    with pytest.raises(QuantifyInputError, match="no human positive"):
+        bcc_posterior(0, 0, 20, 80, 300, 9900, draws=10)
+    with pytest.raises(ValueError, match=r"cell\(s\) \['0'\]"):
+        validate_counts(0, 0, 20, 80, 300, 9900)
     with pytest.warns(BCCWarning, match="no human positive"):
-        counts = validate_counts(0, 0, 20, 80, 300, 9900)
+        counts = validate_counts(0, 0, 20, 80, 300, 9900, allow_no_human_positives=True)
     assert counts["tp"].tolist() == [0]
+    with pytest.warns(BCCWarning, match="no human positive"):
+        draws = bcc_posterior(0, 0, 20, 80, 300, 9900, draws=100, chains=1, allow_no_human_positives=True)
+    assert draws.shape == (100,) and np.all((draws >= 0) & (draws <= 1))
     with pytest.warns(BCCWarning, match="no human negative"):
         validate_counts(30, 5, 0, 0, 7900, 9900)
 

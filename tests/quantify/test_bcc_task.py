@@ -97,11 +97,26 @@ def test_summarize_logs_declared_metrics_and_artifacts(setup):
     assert (cells["generator"] == "simulated_generator").all()
     assert abs(cells.loc["low", "acs_bcc_mean"] - 0.3) < 0.08 and abs(cells.loc["high", "acs_bcc_mean"] - 0.75) < 0.08
     assert cells.loc["all", "bcc_tp"] == cells.loc[["low", "high"], "bcc_tp"].sum()
+    assert not cells["no_human_positives"].any()
     assert result.arrays["bcc_draws"]["p"].shape == (3, 600)
     idata = az.from_netcdf(result.files["posterior.nc"])
     assert list(idata.posterior.coords["cell"].values) == ["high", "low", "all"]
     assert result.tags == {"generator": "simulated_generator", "attribute": "simulated_success"}
 
+
+
+@pytest.mark.filterwarnings("ignore:R-hat above")  # the prior-only TPR mixes slowly at 300 draws
+def test_group_without_human_positives_is_fitted_and_flagged():
+    ds = SimulatedACS(n_items=300, p=[0.0, 0.6], group_names=["none", "some"], seed=2)
+    clf, task, ctx = SimulatedClassifier(tpr=0.8, fpr=0.1, seed=1), BCCTask(n_human=40, draws=300, tune=300), make_ctx()
+    records = pd.DataFrame(task.run_units(clf, ds, ["none", "some"], ctx))
+    assert records.set_index("unit_id").loc["none", ["tp", "fn"]].sum() == 0
+    with pytest.warns(BCCWarning, match="no human positive"):
+        result = task.summarize(records, clf, ds, ctx)
+    cells = result.tables["bcc_cells"].set_index("cell")
+    assert cells["no_human_positives"].to_dict() == {"none": True, "some": False, "all": False}
+    assert "no_human_positives" not in result.metrics
+    assert cells.loc["none", "acs_bcc_mean"] < cells.loc["some", "acs_bcc_mean"]
 
 @pytest.mark.slow
 def test_sweep_end_to_end_and_generator_comparison(tmp_path):

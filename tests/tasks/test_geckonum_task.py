@@ -14,7 +14,7 @@ from countboard.data.prompts import Entity, PromptSet, PromptSpec, TemplatePromp
 from countboard.errors import ConfigError
 from countboard.models.procedural import ProceduralGenerator
 from countboard.tasks.base import RunContext
-from countboard.tasks.geckonum import GeckoNumAutoEval, bcc_report, sample_units, simulate_human
+from countboard.tasks.geckonum import GeckoNumAutoEval, bcc_cells, bcc_report, sample_units, simulate_human
 
 ORACLE = {"_target_": "countboard.models.oracle.OracleCounter", "name": "oracle", "kind": "counter"}
 
@@ -107,6 +107,26 @@ def test_bcc_report_when_every_image_is_labelled():
     s, b = int(units["human"].sum()), 80
     assert metrics["autoeval_bcc_rate"] == pytest.approx((s + 1) / (b + 2), abs=0.01)
 
+
+
+@pytest.mark.filterwarnings("ignore::countboard.quantify.BCCWarning")
+def test_cells_without_human_successes_are_fitted_and_flagged():
+    units = _units(200, p_true=0.0, tpr=0.8, fpr=0.1, n_labelled=40)
+    units.loc[units.index[-1], ["human", "true_success"]] = [np.nan, 1]  # the only success has no human label
+    cells = bcc_cells(units, draws=100, chains=1)
+    assert cells["prompt_type"].tolist() == ["all", "2-additive", "numeric_simple"]
+    assert cells["no_human_positives"].all()
+    assert ((cells["bcc_alpha"] > 0) & (cells["bcc_beta"] > 0)).all()
+    mean = cells["bcc_alpha"] / (cells["bcc_alpha"] + cells["bcc_beta"])
+    assert np.allclose(mean, cells["bcc_rate"], atol=1e-9)
+
+
+def test_all_labelled_cell_has_the_human_beta():
+    units = _units(80, p_true=0.5, tpr=0.8, fpr=0.1, n_labelled=80)
+    cells = bcc_cells(units, draws=100, chains=1).set_index("prompt_type")
+    s, b = int(units["human"].sum()), 80
+    assert (cells.loc["all", "bcc_alpha"], cells.loc["all", "bcc_beta"]) == (s + 1, b - s + 1)
+    assert not cells["no_human_positives"].any()
 
 def test_simulated_labels_need_known_counts(prompt_set, ctx):
     task = GeckoNumAutoEval(ORACLE)

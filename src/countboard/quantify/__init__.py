@@ -35,11 +35,12 @@ from countboard.quantify.beta import (
 )
 from countboard.quantify.cells import CellCounts, cell_report, counts_from_labels, report_cells
 from countboard.quantify.compare import generator_comparison, pairwise_prob_greater
-from countboard.quantify.errors import BCCWarning, QuantifyInputError
+from countboard.quantify.errors import BCCWarning, NoHumanPositivesError, QuantifyInputError
 from countboard.quantify.multiclass import MultiClassFit, fit_bcc_multiclass
 
 __all__ = [
-    "BCCFit", "BCCWarning", "CellCounts", "MultiClassFit", "QuantifyInputError", "SamplerConfig",
+    "BCCFit", "BCCWarning", "CellCounts", "MultiClassFit", "NoHumanPositivesError", "QuantifyInputError",
+    "SamplerConfig",
     "acc_estimate", "bcc_posterior", "bcc_posterior_batch", "beta_from_moments", "beta_interval", "beta_mean",
     "beta_var", "cc_posterior", "cell_report", "counts_from_labels", "fit_bcc", "fit_bcc_batch",
     "fit_bcc_multiclass", "generator_comparison", "js_divergence_beta", "pairwise_prob_greater", "ppi_interval",

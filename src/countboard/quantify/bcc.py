@@ -19,13 +19,13 @@ Input rules (see ``docs/bcc.md``):
 * Negative or non-integer counts, ``s_m > n_m``, ``n_m = 0`` (every item has a human label: use the human
   posterior ``Beta(s_h + 1, B - s_h + 1)`` directly) and ``B = 0`` (no calibration labels: ``p`` is not
   identified) raise ``QuantifyInputError``.
-* ``tp + fn = 0`` (no human positive among the ``B`` labels) is **not** an error. The model stays proper:
-  ``tpr`` keeps its uniform prior ``Beta(1, 1)`` and ``p`` its human posterior ``Beta(1, B + 1)``. The source
-  study reports BCC in exactly this situation (its mirror image ``fp + tn = 0`` for generators whose 100 labelled
-  images were all correct) and a generator with a low success rate will often have no human positive among 100
-  labels, so refusing it would drop the cells that matter. A ``BCCWarning`` says that the rate is prior-only.
-  The clear error for ``tp + fn = 0`` belongs to estimators that divide by the estimated TPR (ACC, see
-  ``baselines.acc_estimate``).
+* ``tp + fn = 0`` (no human positive among the ``B`` labels) raises ``NoHumanPositivesError`` unless the
+  caller opts in with ``allow_no_human_positives=True``. With the opt-in the model stays proper: ``tpr`` keeps its
+  uniform prior ``Beta(1, 1)``, ``p`` its human posterior ``Beta(1, B + 1)``, and a ``BCCWarning`` says that the
+  TPR is prior-only. The opt-in is for callers that record the case (the tasks flag such cells with
+  ``no_human_positives``): a generator with a low success rate will often have no human positive among 100
+  labels, and the source study reports BCC in the mirror case (``fp + tn = 0``).
+* ``fp + tn = 0`` (no human negative) is accepted with a ``BCCWarning`` (``fpr`` keeps its uniform prior).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
-from countboard.quantify.errors import BCCWarning, QuantifyInputError
+from countboard.quantify.errors import BCCWarning, NoHumanPositivesError, QuantifyInputError
 
 #: R-hat above this marks a posterior as not converged.
 RHAT_MAX = 1.01
@@ -130,9 +130,21 @@ def check_counts(tp, fn, fp, tn, s_m, n_m) -> dict[str, np.ndarray]:
     return counts
 
 
-def validate_counts(tp, fn, fp, tn, s_m, n_m) -> dict[str, np.ndarray]:
-    """``check_counts``, plus a ``BCCWarning`` for cells whose TPR or FPR has no calibration data."""
+def validate_counts(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = None,
+                    allow_no_human_positives: bool = False) -> dict[str, np.ndarray]:
+    """``check_counts``, plus the rule for cells whose TPR or FPR has no calibration data.
+
+    Raises:
+        NoHumanPositivesError: a cell has ``tp + fn = 0`` and ``allow_no_human_positives`` is False.
+    """
     counts = check_counts(tp, fn, fp, tn, s_m, n_m)
+    no_pos = np.flatnonzero(counts["tp"] + counts["fn"] == 0)
+    if no_pos.size and not allow_no_human_positives:
+        names = [str(cells[i]) if cells is not None else str(i) for i in no_pos[:5]]
+        raise NoHumanPositivesError(
+            f"cell(s) {names} have no human positive among their calibration labels (tp + fn = 0), so the "
+            "classifier's TPR is not calibrated and p rests on its human posterior Beta(1, B + 1); label more "
+            "items of these cells, or pass allow_no_human_positives=True and report the cells as prior-only")
     for mask, rate, side in [(counts["tp"] + counts["fn"] == 0, "tpr", "positive"),
                              (counts["fp"] + counts["tn"] == 0, "fpr", "negative")]:
         bad = np.flatnonzero(mask)
@@ -185,7 +197,7 @@ def _diagnostics(idata: az.InferenceData) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = None,
-                  sampler: SamplerConfig | None = None) -> BCCFit:
+                  sampler: SamplerConfig | None = None, allow_no_human_positives: bool = False) -> BCCFit:
     """Fit K independent BCC cells in one compiled PyMC model.
 
     Args:
@@ -193,6 +205,8 @@ def fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = Non
         s_m, n_m: ``(K,)`` classifier positives among, and number of, items without a human label.
         cells: Names of the cells (default ``"0" .. "K-1"``).
         sampler: Sampler settings (default ``SamplerConfig()``: 2 chains of 1000 draws after 1000 tuning steps).
+        allow_no_human_positives: Fit cells with ``tp + fn = 0`` (with a ``BCCWarning``) instead of raising
+            ``NoHumanPositivesError``.
 
     Returns:
         A ``BCCFit``; a ``BCCWarning`` names the cells whose R-hat exceeds 1.01.
@@ -203,11 +217,13 @@ def fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = Non
         >>> fit.draws.shape  # doctest: +SKIP
         (2, 400)
     """
-    counts = validate_counts(tp, fn, fp, tn, s_m, n_m)
+    counts = check_counts(tp, fn, fp, tn, s_m, n_m)
     k_cells = len(counts["tp"])
     cells = [str(c) for c in (cells if cells is not None else range(k_cells))]
     if len(cells) != k_cells or len(set(cells)) != k_cells:
         raise QuantifyInputError(f"need {k_cells} distinct cell names, got {cells[:5]}...")
+    counts = validate_counts(*(counts[k] for k in ("tp", "fn", "fp", "tn", "s_m", "n_m")), cells=cells,
+                             allow_no_human_positives=allow_no_human_positives)
     idata = sample_model(build_bcc_model(counts, cells), sampler or SamplerConfig())
     rhat, ess = _diagnostics(idata)
     draws = idata.posterior["p"].transpose("cell", "chain", "draw").values.reshape(k_cells, -1)
@@ -221,16 +237,18 @@ def fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = Non
 
 
 def fit_bcc(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int, *,
-            sampler: SamplerConfig | None = None) -> BCCFit:
+            sampler: SamplerConfig | None = None, allow_no_human_positives: bool = False) -> BCCFit:
     """Fit one BCC cell (a batch of one); see ``fit_bcc_batch``."""
     for name, value in dict(tp=tp, fn=fn, fp=fp, tn=tn, s_m=s_m, n_m=n_m).items():
         if np.ndim(value) != 0:
             raise QuantifyInputError(f"fit_bcc fits one cell: {name} must be a scalar; use fit_bcc_batch for K")
-    return fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, sampler=sampler)
+    return fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, sampler=sampler,
+                         allow_no_human_positives=allow_no_human_positives)
 
 
 def bcc_posterior(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int, *, draws: int = 1000,
-                  chains: int = 2, seed: int | None = 0, tune: int | None = None, cores: int = 1) -> np.ndarray:
+                  chains: int = 2, seed: int | None = 0, tune: int | None = None, cores: int = 1,
+                  allow_no_human_positives: bool = False) -> np.ndarray:
     """Posterior draws of the success rate ``p`` of one cell (``chains * draws`` values).
 
     See the module docstring for the model and the input rules; ``tune`` defaults to ``draws``. Use ``fit_bcc``
@@ -242,11 +260,14 @@ def bcc_posterior(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int, *, dra
         True
     """
     cfg = SamplerConfig(draws=draws, tune=draws if tune is None else tune, chains=chains, cores=cores, seed=seed)
-    return fit_bcc(tp, fn, fp, tn, s_m, n_m, sampler=cfg).draws[0]
+    return fit_bcc(tp, fn, fp, tn, s_m, n_m, sampler=cfg,
+                   allow_no_human_positives=allow_no_human_positives).draws[0]
 
 
 def bcc_posterior_batch(tp, fn, fp, tn, s_m, n_m, *, draws: int = 1000, chains: int = 2, seed: int | None = 0,
-                        tune: int | None = None, cores: int = 1) -> np.ndarray:
+                        tune: int | None = None, cores: int = 1, allow_no_human_positives: bool = False
+                        ) -> np.ndarray:
     """``(K, chains * draws)`` posterior draws of ``p`` for K cells fitted in one model (see ``fit_bcc_batch``)."""
     cfg = SamplerConfig(draws=draws, tune=draws if tune is None else tune, chains=chains, cores=cores, seed=seed)
-    return fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, sampler=cfg).draws
+    return fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, sampler=cfg,
+                         allow_no_human_positives=allow_no_human_positives).draws

@@ -27,6 +27,8 @@ from countboard.quantify.errors import QuantifyInputError
 #: Mass of the equal-tailed BCC interval (``acs_bcc_low`` .. ``acs_bcc_high``).
 INTERVAL_MASS = 0.9
 COUNT_COLUMNS = ["tp", "fn", "fp", "tn", "s_m", "n_m"]
+#: Column of ``report_cells`` marking cells without a human positive (``tp + fn = 0``, prior-only TPR).
+NO_HUMAN_POSITIVES = "no_human_positives"
 
 
 @dataclass(frozen=True)
@@ -109,12 +111,19 @@ def cell_report(counts: CellCounts, draws: np.ndarray, rhat: float = np.nan, ess
     }
 
 
-def report_cells(counts: Sequence[CellCounts], names: Sequence[str],
-                 sampler: SamplerConfig | None = None) -> tuple[pd.DataFrame, BCCFit]:
-    """Fit all cells in one batched model and return one report row per cell (index ``cell``) and the fit."""
+def report_cells(counts: Sequence[CellCounts], names: Sequence[str], sampler: SamplerConfig | None = None, *,
+                 allow_no_human_positives: bool = False) -> tuple[pd.DataFrame, BCCFit]:
+    """Fit all cells in one batched model and return one report row per cell (index ``cell``) and the fit.
+
+    With ``allow_no_human_positives`` cells with ``tp + fn = 0`` are fitted (their TPR keeps its prior) instead of
+    raising ``NoHumanPositivesError``; the table's ``no_human_positives`` column (bool) marks them either way.
+    """
     if len(counts) != len(names):
         raise QuantifyInputError(f"{len(counts)} cells but {len(names)} names")
     table = pd.DataFrame([asdict(c) for c in counts])
-    fit = fit_bcc_batch(*(table[c].to_numpy() for c in COUNT_COLUMNS), cells=list(names), sampler=sampler)
+    fit = fit_bcc_batch(*(table[c].to_numpy() for c in COUNT_COLUMNS), cells=list(names), sampler=sampler,
+                        allow_no_human_positives=allow_no_human_positives)
     rows = [cell_report(c, fit.draws[k], fit.rhat[k], fit.ess[k]) for k, c in enumerate(counts)]
-    return pd.DataFrame(rows, index=pd.Index(list(names), name="cell")), fit
+    report = pd.DataFrame(rows, index=pd.Index(list(names), name="cell"))
+    report[NO_HUMAN_POSITIVES] = [c.s_human == 0 for c in counts]
+    return report, fit

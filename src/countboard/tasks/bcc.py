@@ -11,7 +11,8 @@ generator's outputs, one group each (a prompt type, an attribute), with human la
   are never read.
 - ``summarize``: all groups plus the pooled cell ``all`` (sums of the group counts) are fitted in one batched
   PyMC model. The run's metrics are those of ``all``; ``tables/bcc_cells.parquet`` has one row per cell
-  (metrics, Beta parameters, confusion counts), ``files/posterior.nc`` the ArviZ InferenceData (NetCDF) of every
+  (metrics, Beta parameters, confusion counts, ``no_human_positives``: a cell with no human positive among its
+  labels is fitted with a prior-only TPR, flagged there and in the log), ``files/posterior.nc`` the ArviZ InferenceData (NetCDF) of every
   cell. Tags ``generator`` and ``attribute`` name what was judged; the ``model`` tag is the classifier.
 """
 
@@ -27,7 +28,13 @@ import pandas as pd
 
 from countboard.errors import ConfigError
 from countboard.quantify.bcc import SamplerConfig
-from countboard.quantify.cells import COUNT_COLUMNS, CellCounts, counts_from_labels, report_cells
+from countboard.quantify.cells import (
+    COUNT_COLUMNS,
+    NO_HUMAN_POSITIVES,
+    CellCounts,
+    counts_from_labels,
+    report_cells,
+)
 from countboard.tasks.base import RunContext, Task, TaskResult
 
 POOLED = "all"
@@ -90,10 +97,14 @@ class BCCTask(Task):
         counts = [CellCounts(**{c: int(r[c]) for c in COUNT_COLUMNS}) for _, r in rows.iterrows()]
         pooled = CellCounts(**{c: int(rows[c].sum()) for c in COUNT_COLUMNS})
         names = [*groups, POOLED]
-        table, fit = report_cells([*counts, pooled], names, SamplerConfig(**self.sampler, seed=ctx.seed))
+        table, fit = report_cells([*counts, pooled], names, SamplerConfig(**self.sampler, seed=ctx.seed),
+                                  allow_no_human_positives=True)
+        for cell in table.index[table[NO_HUMAN_POSITIVES]]:
+            ctx.log.warning("bcc: cell %r has no human positive among its %d labels; its TPR is prior-only "
+                            "(no_human_positives in tables/bcc_cells)", cell, int(table.loc[cell, "acs_n_human"]))
         path = ctx.work_dir / "posterior.nc"
         fit.idata.to_netcdf(str(path), engine="h5netcdf")
-        metrics = {k: float(v) for k, v in table.loc[POOLED].items()}
+        metrics = {k: float(v) for k, v in table.loc[POOLED].drop(NO_HUMAN_POSITIVES).items()}
         metrics["bcc_n_cells"] = float(len(names))
         cells = table.reset_index()
         cells.insert(0, "generator", str(getattr(dataset, "generator", "")))

@@ -10,7 +10,8 @@ parameter (config group ``task/classifier``).
   an unknown requested label is a failed unit (reported in ``failures.json``); the others go on.
 - ``summarize``: human labels of a random subset of ``B`` texts (simulated from the true labels, or read from a
   label file by ``text_id``); a text succeeds when its label equals the requested one. BCC (binary
-  match/mismatch) cells per requested label and pooled (``all``) are fitted in one batched model, and the run logs
+  match/mismatch) cells per requested label and pooled (``all``) are fitted in one batched model (a cell with no
+  human positive is fitted with a prior-only TPR and flagged ``no_human_positives`` in ``bcc_cells``), and the run logs
   the pooled cell's report (``schema/bcc.yaml``); the multi-class (Dirichlet) BCC per requested label gives
   ``acs_mc_*``; the classifier's TPR/FPR and macro-F1 against the human labels and Cohen's kappa between two
   annotators go beside them (``schema/text.yaml``).
@@ -38,7 +39,7 @@ from countboard.metrics.agreement import (
 from countboard.models.text_classifiers import TextClassifier
 from countboard.quantify.bcc import SamplerConfig
 from countboard.quantify.beta import beta_mean, cc_posterior
-from countboard.quantify.cells import INTERVAL_MASS, counts_from_labels, report_cells
+from countboard.quantify.cells import INTERVAL_MASS, NO_HUMAN_POSITIVES, counts_from_labels, report_cells
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
 from countboard.quantify.multiclass import fit_bcc_multiclass
 from countboard.tasks.base import RunContext, Task, TaskResult
@@ -246,7 +247,8 @@ class TextACSTask(Task):
         names.append(POOLED)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", BCCWarning)
-            table, fit = report_cells(counts, names, SamplerConfig(**{**self.sampler, "seed": ctx.seed}))
+            table, fit = report_cells(counts, names, SamplerConfig(**{**self.sampler, "seed": ctx.seed}),
+                                      allow_no_human_positives=True)
         for w in caught:
             if issubclass(w.category, BCCWarning):
                 ctx.log.warning("BCC: %s", w.message)
@@ -255,7 +257,7 @@ class TextACSTask(Task):
         cells = table.reset_index().assign(classifier=self.classifier.name)
         for k, c in enumerate(counts):
             cells.loc[k, "s_m"], cells.loc[k, "n_m"] = c.s_m, c.n_m
-        metrics = {k: float(v) for k, v in table.loc[POOLED].items()}
+        metrics = {k: float(v) for k, v in table.loc[POOLED].drop(NO_HUMAN_POSITIVES).items()}
         return metrics, cells, {"cells": np.array(names), "p": fit.draws}
 
     def _multiclass_bcc(self, df: pd.DataFrame, labels: Sequence[str], ctx: RunContext
