@@ -19,6 +19,7 @@ _SUBCOMMANDS = [
     "countboard.index.commands",
     "countboard.data.geckonum_import",
     "countboard.models.shapecount_train",
+    "countboard.quantify.commands",
 ]
 
 

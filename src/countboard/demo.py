@@ -49,6 +49,9 @@ def run_demo(args: argparse.Namespace) -> int:
     _step("import the GeckoNum human study (7 generators, bundled CC-BY 4.0 release)")
     if cli_main(["import-geckonum", str(GECKONUM_DIR / "geckonum_annotations.zip"), "--store", str(store)]):
         raise CountboardError("GeckoNum import failed; see the messages above")
+    _step("compare generators pairwise per classifier (P(A > B) from the BCC cells)")
+    if cli_main(["compare", "--store", str(store)]):
+        raise CountboardError("the generator comparison failed; see the messages above")
     _step("index the store into DuckDB")
     if cli_main(["index", "--store", str(store)]):
         raise CountboardError("indexing failed; see the messages above")
