@@ -123,12 +123,11 @@ def heatmap(matrix: pd.DataFrame, title: str, path: Path) -> None:
     """Write the ``P(row > column)`` matrix as an annotated PNG heatmap."""
     import matplotlib
 
-    matrix_values = matrix.to_numpy(float)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = len(matrix)
-    fig, ax = plt.subplots(figsize=(2.5 + 0.6 * n, 2 + 0.5 * n))
+    matrix_values, n = matrix.to_numpy(float), len(matrix)
+    fig, ax = plt.subplots(figsize=(max(4.5, 2.5 + 0.6 * n), max(3.5, 2 + 0.5 * n)))
     im = ax.imshow(matrix_values, vmin=0, vmax=1, cmap="RdBu_r")
     ax.set_xticks(range(n), matrix.columns, rotation=45, ha="right")
     ax.set_yticks(range(n), matrix.index)
@@ -157,7 +156,7 @@ def log_comparison(tracker, experiment: str, task: str, dataset: str, classifier
         (out / "figures").mkdir()
         pairwise_long(matrix).to_parquet(out / "tables" / "pairwise.parquet", index=False)
         cells[["generator", "run_id", "a", "b"]].to_parquet(out / "tables" / "generators.parquet", index=False)
-        heatmap(matrix, f"P(A > B): {task}, {dataset}, classifier {classifier}", out / "figures" / "pairwise.png")
+        heatmap(matrix, f"P(A > B) {task} / {dataset}\nclassifier {classifier}", out / "figures" / "pairwise.png")
         params = {"generators": ",".join(cells["generator"]), "n_generators": len(cells),
                   "input_runs": ",".join(cells["run_id"])}
         return tracker.log_complete_run(experiment, f"compare {task} {dataset} {classifier}", tags, params=params,
