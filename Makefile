@@ -4,6 +4,8 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 PIP_FLAGS ?= -q
 STORE ?= mlruns
+# Test processes: most tests wait on sweep subprocesses, so two workers halve the wall time on 2 cores.
+TEST_WORKERS ?= 2
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.countboard-installed
@@ -23,10 +25,10 @@ demo: install
 	HF_HUB_OFFLINE=1 COUNTBOARD_STORE=$(STORE) $(BIN)/countboard demo
 
 test: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not slow"
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 lint: install
 	$(BIN)/ruff check src tests leaderboard benchmarks

@@ -133,6 +133,16 @@ def test_running_runs_stay_out_of_family_views(store):
     assert _q(db, "SELECT count(*) AS n FROM counters WHERE model = 'busy'").n.iloc[0] == 1
 
 
+def test_comparison_runs_are_aggregates_not_ranking_entries(store):
+    s, uri, db = store
+    client = MlflowClient(tracking_uri=uri)
+    run = client.create_run(s.experiment_id, tags={"family": "counters", "countboard.role": "comparison"})
+    client.set_terminated(run.info.run_id)
+    build_index(uri, db)
+    assert _q(db, "SELECT is_sweep FROM runs WHERE run_id = ?", [run.info.run_id]).is_sweep.iloc[0]
+    assert _q(db, "SELECT count(*) AS n FROM counters WHERE run_id = ?", [run.info.run_id]).n.iloc[0] == 0
+
+
 def test_other_schema_version_is_rebuilt(store):
     s, uri, db = store
     build_index(uri, db)

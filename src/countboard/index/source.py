@@ -21,6 +21,10 @@ class MetricPoint:
     timestamp: int
 
 
+#: Roles of runs that summarise other runs (a multirun's parent, a generator comparison): never ranking entries.
+AGGREGATE_ROLES = ("sweep", "comparison")
+
+
 @dataclass
 class RunSnapshot:
     """What one page of ``search_runs`` says about a run: info, tags, params and latest metrics."""
@@ -60,7 +64,7 @@ class RunSnapshot:
             "run_id": self.run_id, "experiment_id": self.experiment_id, "run_name": self.run_name,
             "status": self.status, "user_id": self.user_id, "start_time": self.start_time,
             "end_time": self.end_time, "lifecycle_stage": self.lifecycle_stage, "artifact_uri": self.artifact_uri,
-            "parent_run_id": t.get(PARENT_TAG), "is_sweep": t.get(ROLE_TAG) == "sweep",
+            "parent_run_id": t.get(PARENT_TAG), "is_sweep": t.get(ROLE_TAG) in AGGREGATE_ROLES,
             "family": t.get("family"), "model": t.get("model"), "dataset": t.get("dataset"),
             "split": t.get("split") or self.params.get("dataset.split"), "task": t.get("task"),
             "model_kind": t.get("model_kind"), "generator": t.get("generator"),
