@@ -101,13 +101,8 @@ def mosaic_caption(path: str, pairs: pd.DataFrame | None) -> str:
 
 
 def main() -> None:
-    st.title(data.family_title(FAMILY))
-    fam = data.family(FAMILY)
-    if fam and fam.description:
-        st.caption(fam.description)
-    metrics = data.view_metrics(FAMILY)
-    if not metrics or data.choices(FAMILY).empty:
-        widgets.empty_state(FAMILY)
+    metrics = widgets.family_header(FAMILY)
+    if metrics is None:
         return
     filters = widgets.filters(FAMILY, "cnt")
     sort, shown = widgets.metric_picker(FAMILY, metrics, "cnt")

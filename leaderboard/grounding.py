@@ -62,13 +62,8 @@ def pointing_section(df: pd.DataFrame, metric_keys: list[str], labels: dict[str,
 
 
 def main() -> None:
-    st.title(data.family_title(FAMILY))
-    fam = data.family(FAMILY)
-    if fam and fam.description:
-        st.caption(fam.description)
-    metrics = data.view_metrics(FAMILY)
-    if not metrics or data.choices(FAMILY).empty:
-        widgets.empty_state(FAMILY)
+    metrics = widgets.family_header(FAMILY)
+    if metrics is None:
         return
     filters = widgets.filters(FAMILY, "gr")
     sort, shown = widgets.metric_picker(FAMILY, metrics, "gr")

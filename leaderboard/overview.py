@@ -6,6 +6,7 @@ import streamlit as st
 
 import data
 import queries
+import widgets
 from countboard.schema import load_schema
 
 PAGE_OF_FAMILY = {"counters": "counters.py", "grounding": "grounding.py"}
@@ -16,9 +17,7 @@ def main() -> None:
     st.title("Countboard")
     st.caption("Counting-centred evaluation of vision and vision-language models, read from the DuckDB index of "
                "the MLflow store.")
-    problem = data.index_problem()
-    if problem:
-        st.warning(problem)
+    if widgets.index_unusable():
         return
     counts = data.query(queries.FAMILY_COUNTS)
     if counts.empty:

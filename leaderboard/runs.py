@@ -6,6 +6,7 @@ import streamlit as st
 
 import data
 import queries
+import widgets
 
 MAX_ROWS = 2000
 
@@ -21,9 +22,7 @@ def details(run_id: str) -> None:
 
 def main() -> None:
     st.title("Runs")
-    problem = data.index_problem()
-    if problem:
-        st.warning(problem)
+    if widgets.index_unusable():
         return
     facets = data.query(queries.RUN_FACETS)
     if facets.empty:

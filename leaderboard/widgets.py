@@ -20,11 +20,30 @@ countboard index --store mlruns
 {kinds}"""
 
 
-def empty_state(family: str) -> None:
-    """Explain how to fill the page: which sweep to launch and how to index it."""
+def index_unusable() -> bool:
+    """Warn (and return True) when the index was built for another schema version."""
     problem = data.index_problem()
     if problem:
         st.warning(problem)
+    return bool(problem)
+
+
+def family_header(family: str) -> list[MetricInfo] | None:
+    """Title, description and the family's metrics; the empty state and None when it has no runs yet."""
+    st.title(data.family_title(family))
+    fam = data.family(family)
+    if fam and fam.description:
+        st.caption(fam.description)
+    metrics = data.view_metrics(family)
+    if not metrics or data.choices(family).empty:
+        empty_state(family)
+        return None
+    return metrics
+
+
+def empty_state(family: str) -> None:
+    """Explain how to fill the page: which sweep to launch and how to index it."""
+    if index_unusable():
         return
     fam = data.family(family)
     kinds = f"Models of kind {', '.join(f'`{k}`' for k in fam.model_kinds)} belong here." if fam and fam.model_kinds \
