@@ -54,6 +54,15 @@ def store_runs(store: Path):
     return mlflow.search_runs(search_all_experiments=True)
 
 
+@pytest.fixture(scope="session")
+def geckonum_dir() -> Path:
+    """The GeckoNum release bundled with the package (the same files as ../shared/data/geckonum)."""
+    from countboard.resources import GECKONUM_DIR
+
+    assert (GECKONUM_DIR / "prompts.csv").is_file() and (GECKONUM_DIR / "geckonum_annotations.zip").is_file()
+    return GECKONUM_DIR
+
+
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import zipfile
 from pathlib import Path
 
@@ -20,15 +19,6 @@ from countboard.data.geckonum import (
 from countboard.errors import CountboardError, DataNotFoundError
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def geckonum_dir() -> Path:
-    root = Path(os.environ.get("COUNTBOARD_DATA_DIR", REPO.parent / "shared" / "data"))
-    path = root / "geckonum"
-    if not (path / "prompts.csv").is_file() or not (path / "geckonum_annotations.zip").is_file():
-        pytest.skip(f"GeckoNum release not found under {path} (set COUNTBOARD_DATA_DIR)")
-    return path
 
 
 def test_prompts_counts_per_type(geckonum_dir):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -67,10 +66,8 @@ def test_vectorised_matches_scalar():
     np.testing.assert_array_equal(values, np.array(expect, dtype=float))
 
 
-def test_raw_answers_reproduce_processed_column():
-    root = Path(os.environ.get("COUNTBOARD_DATA_DIR", REPO.parent / "shared" / "data")) / "geckonum"
-    if not (root / "geckonum_annotations.zip").is_file():
-        pytest.skip(f"GeckoNum release not found under {root} (set COUNTBOARD_DATA_DIR)")
+def test_raw_answers_reproduce_processed_column(geckonum_dir):
+    root = geckonum_dir
     t1 = read_annotations(root, 1)
     raw, ok = parse_count_answers(t1["raw_answer"])
     assert ok.all()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import zipfile
 from pathlib import Path
 
@@ -15,14 +14,6 @@ from countboard.data.geckonum_import import ImportOptions, build_runs, register,
 from countboard.schema import load_schema
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def geckonum_dir() -> Path:
-    path = Path(os.environ.get("COUNTBOARD_DATA_DIR", REPO.parent / "shared" / "data")) / "geckonum"
-    if not (path / "prompts.csv").is_file() or not (path / "geckonum_annotations.zip").is_file():
-        pytest.skip(f"GeckoNum release not found under {path} (set COUNTBOARD_DATA_DIR)")
-    return path
 
 
 def _run(argv: list[str]) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -29,10 +28,8 @@ WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
 
 
 @pytest.fixture(scope="module")
-def prompts():
-    path = Path(os.environ.get("COUNTBOARD_DATA_DIR", REPO.parent / "shared" / "data")) / "geckonum"
-    if not (path / "prompts.csv").is_file():
-        pytest.skip(f"GeckoNum prompts not found under {path} (set COUNTBOARD_DATA_DIR)")
+def prompts(geckonum_dir):
+    path = geckonum_dir
     return read_prompts(path)
 
 

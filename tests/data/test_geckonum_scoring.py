@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import zipfile
 from pathlib import Path
 
@@ -23,14 +22,6 @@ PAPER_TABLE_2 = {
     2: dict(zip(GENERATORS, (48.7, 20.0, 24.6, 27.0, 28.7, 21.0, 24.6), strict=True)),
     3: dict(zip(GENERATORS, (48.8, 41.1, 42.9, 50.6, 43.8, 45.1, 46.2), strict=True)),
 }
-
-
-@pytest.fixture(scope="module")
-def geckonum_dir() -> Path:
-    path = Path(os.environ.get("COUNTBOARD_DATA_DIR", REPO.parent / "shared" / "data")) / "geckonum"
-    if not (path / "prompts.csv").is_file() or not (path / "geckonum_annotations.zip").is_file():
-        pytest.skip(f"GeckoNum release not found under {path} (set COUNTBOARD_DATA_DIR)")
-    return path
 
 
 @pytest.fixture(scope="module")
