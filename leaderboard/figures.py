@@ -83,6 +83,9 @@ def prob_greater_draws(draws: np.ndarray) -> np.ndarray:
 
 
 def pairwise_heatmap(p: np.ndarray, labels: list[str], title: str) -> go.Figure:
+    """Heatmap of ``P[i, j] = P(A_i > A_j)``; the diagonal (a model against itself) is left blank."""
+    p = np.array(p, dtype=float)
+    np.fill_diagonal(p, np.nan)
     fig = px.imshow(pd.DataFrame(p, index=labels, columns=labels), text_auto=".2f", zmin=0, zmax=1,
                     color_continuous_scale="RdBu", aspect="auto", title=title,
                     labels={"x": "B", "y": "A", "color": "P(A > B)"})

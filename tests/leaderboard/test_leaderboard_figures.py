@@ -120,3 +120,12 @@ def test_interval_level_is_read_from_the_schema_description(monkeypatch):
     assert generators.interval_level("b_low") == pytest.approx(0.95)
     assert generators.interval_level("c_low") == pytest.approx(0.90)  # no level stated: the default
     assert generators.interval_level("missing", default=0.8) == pytest.approx(0.8)
+
+
+def test_pairwise_heatmap_leaves_the_diagonal_blank():
+    p = figures.prob_greater_draws(np.array([[1, 2, 3], [0, 2, 4], [5, 5, 5]]))
+    z = np.array(figures.pairwise_heatmap(p, ["a", "b", "c"], "t").data[0].z, dtype=float)
+    assert np.isnan(np.diag(z)).all()
+    off = ~np.eye(3, dtype=bool)
+    np.testing.assert_allclose(z[off], p[off])
+    assert not np.isnan(p).any()  # the caller's matrix is not modified
