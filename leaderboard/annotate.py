@@ -20,6 +20,7 @@ import streamlit as st
 
 import annotate_text
 import data
+import widgets
 from countboard.data.geckonum_annotation import (
     IMAGES_ZIP,
     SAMPLE_TABLE,
@@ -97,15 +98,10 @@ def main() -> None:
 def images_page() -> None:
     runs = candidate_runs()
     if runs.empty:
-        st.info("No run has an annotation sample yet. Launch an auto-evaluated GeckoNum sweep, e.g.\n\n"
-                "```bash\ncountboard-sweep -m model=<generator> dataset=geckonum_prompts task=geckonum_autoeval "
-                "tracking.store_dir=mlruns\ncountboard index --store mlruns\n```\n\nthen reload this page.")
+        widgets.launch_hint("No run has an annotation sample yet: it comes from an auto-evaluated GeckoNum sweep.",
+                            "-m model=<generator> dataset=geckonum_prompts task=geckonum_autoeval")
         return
-    labels = {r.run_id: f"{r.model} · {r.dataset} · {r.run_name}" for r in runs.itertuples()}
-    cols = st.columns([3, 1, 1])
-    run_id = cols[0].selectbox("Run", list(labels), format_func=labels.get, key="annotate_run")
-    annot = cols[1].text_input("Annotator id", key="annotate_annot").strip()
-    n = int(cols[2].number_input("Images", min_value=1, value=DEFAULT_IMAGES, key="annotate_n"))
+    run_id, annot, n = widgets.run_picker(runs, "Images", DEFAULT_IMAGES, "annotate")
     sample = data.read_table(run_id, SAMPLE_TABLE)
     items = annotation_items(sample, n=n, seed=0)
     model = str(runs.set_index("run_id").loc[run_id, "model"])

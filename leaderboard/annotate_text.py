@@ -21,6 +21,7 @@ import pandas as pd
 import streamlit as st
 
 import data
+import widgets
 from countboard.data.text_annotations import annotation_queue, append_label, read_label_file
 from countboard.errors import ConfigError
 
@@ -119,15 +120,10 @@ def text_form(item: pd.Series, labels: list[str], annot: str, path: Path) -> Non
 def main() -> None:
     runs = text_runs()
     if runs.empty:
-        st.info("No text generator run to label yet. Launch an attribute control sweep, e.g.\n\n"
-                "```bash\ncountboard-sweep -m model=<text generator> task=text_acs task/classifier=vader "
-                "tracking.store_dir=mlruns\ncountboard index --store mlruns\n```\n\nthen reload this page.")
+        widgets.launch_hint("No text generator run to label yet: it comes from an attribute control sweep.",
+                            "-m model=<text generator> task=text_acs task/classifier=vader")
         return
-    names = {r.run_id: f"{r.model} · {r.dataset} · {r.run_name}" for r in runs.itertuples()}
-    cols = st.columns([3, 1, 1])
-    run_id = cols[0].selectbox("Run", list(names), format_func=names.get, key="annotate_text_run")
-    annot = cols[1].text_input("Annotator id", key="annotate_text_annot").strip()
-    n = int(cols[2].number_input("Texts", min_value=1, value=DEFAULT_TEXTS, key="annotate_text_n"))
+    run_id, annot, n = widgets.run_picker(runs, "Texts", DEFAULT_TEXTS, "annotate_text")
     samples = data.read_table(run_id, SAMPLES)
     if samples is None:
         st.error(f"`{SAMPLES}` of run {run_id} is not readable here; rebuild the index with `countboard index`.")

@@ -21,9 +21,8 @@ def main() -> None:
         return
     counts = data.query(queries.FAMILY_COUNTS)
     if counts.empty:
-        st.info("The index has no finished runs yet. Launch a sweep, e.g.\n\n"
-                "```bash\ncountboard-sweep -m model=<model_a>,<model_b> dataset=<dataset> task=<task> "
-                "tracking.store_dir=mlruns\ncountboard index --store mlruns\n```\n\nthen reload this page.")
+        widgets.launch_hint("The index has no finished runs yet.",
+                            "-m model=<model_a>,<model_b> dataset=<dataset> task=<task>")
     else:
         by_family = dict(zip(counts.family, counts.n, strict=True))
         for fam in load_schema().families.values():

@@ -26,9 +26,8 @@ def main() -> None:
         return
     facets = data.query(queries.RUN_FACETS)
     if facets.empty:
-        st.info("The index has no runs yet. Launch a sweep, e.g.\n\n"
-                "```bash\ncountboard-sweep -m model=<model_a>,<model_b> dataset=<dataset> task=<task> "
-                "tracking.store_dir=mlruns\ncountboard index --store mlruns\n```\n\nthen reload this page.")
+        widgets.launch_hint("The index has no runs yet.",
+                            "-m model=<model_a>,<model_b> dataset=<dataset> task=<task>")
         return
     cols = st.columns([2, 1, 1])
     text = cols[0].text_input("Search (id, name, model, dataset, task, family)", key="runs_search")

@@ -20,6 +20,22 @@ countboard index --store mlruns
 {kinds}"""
 
 
+def launch_hint(lead: str, sweep_args: str) -> None:
+    """An info box: ``lead``, then the sweep to launch (``countboard-sweep <sweep_args>``) and how to index it."""
+    st.info(f"{lead} Launch a sweep, e.g.\n\n```bash\ncountboard-sweep {sweep_args} tracking.store_dir=mlruns\n"
+            "countboard index --store mlruns\n```\n\nthen reload this page.")
+
+
+def run_picker(runs: pd.DataFrame, unit: str, default_n: int, key: str) -> tuple[str, str, int]:
+    """Select a run, an annotator id and how many ``unit`` to label; returns ``(run_id, annotator, n)``."""
+    names = {r.run_id: f"{r.model} · {r.dataset} · {r.run_name}" for r in runs.itertuples()}
+    cols = st.columns([3, 1, 1])
+    run_id = cols[0].selectbox("Run", list(names), format_func=names.get, key=f"{key}_run")
+    annot = cols[1].text_input("Annotator id", key=f"{key}_annot").strip()
+    n = int(cols[2].number_input(unit, min_value=1, value=default_n, key=f"{key}_n"))
+    return run_id, annot, n
+
+
 def index_unusable() -> bool:
     """Warn (and return True) when the index was built for another schema version."""
     problem = data.index_problem()
