@@ -21,6 +21,7 @@ from countboard.models.gradcam import (
     pixel_batch,
     resolve_module,
     to_image_maps,
+    vit_geometry,
 )
 
 #: Cross-attention block used by the BLIP/ALBEF GradCAM recipes (layer 8 of the 12-layer text encoder).
@@ -66,9 +67,7 @@ class BlipGradCAM(GroundingModel):
         proc = BlipImageProcessor.from_pretrained(model_id)
         self.mean, self.std = tuple(proc.image_mean), tuple(proc.image_std)
         self.layer = resolve_module(self.model, target_layer)
-        vc = self.model.config.vision_config
-        self.input_size = (int(vc.image_size), int(vc.image_size))
-        self.grid = (vc.image_size // vc.patch_size, vc.image_size // vc.patch_size)
+        self.input_size, self.grid = vit_geometry(self.model.config.vision_config)
         self.batch_size = max(int(batch_size), 1)
 
     def _cams(self, images: list[np.ndarray], phrases: list[str]) -> torch.Tensor:

@@ -21,6 +21,7 @@ from countboard.models.gradcam import (
     resolve_module,
     to_image_maps,
     token_gradcam,
+    vit_geometry,
 )
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -60,9 +61,7 @@ class ClipGradCAM(GroundingModel):
         self.tokenize = tokenize
         self.mean, self.std = tuple(mean), tuple(std)
         self.layer = resolve_module(self.model, target_layer)
-        vc = self.model.config.vision_config
-        self.input_size = (int(vc.image_size), int(vc.image_size))
-        self.grid = (vc.image_size // vc.patch_size, vc.image_size // vc.patch_size)
+        self.input_size, self.grid = vit_geometry(self.model.config.vision_config)
         self.batch_size = max(int(batch_size), 1)
 
     def _cams(self, images: list[np.ndarray], phrases: list[str]) -> torch.Tensor:

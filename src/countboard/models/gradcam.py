@@ -36,6 +36,18 @@ class GroundingModel(ABC):
         """One ``(H, W)`` float map per sample, at the sample image's resolution."""
 
 
+def vit_geometry(vision_config: Any) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Input size ``(H, W)`` and patch-token grid ``(rows, cols)`` of a square ViT from its config.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> vit_geometry(SimpleNamespace(image_size=224, patch_size=16))
+        ((224, 224), (14, 14))
+    """
+    size, patch = int(vision_config.image_size), int(vision_config.patch_size)
+    return (size, size), (size // patch, size // patch)
+
+
 def resolve_module(root: nn.Module, path: str) -> nn.Module:
     """The submodule at a dotted ``path``; integer parts index lists (negative ones from the end).
 
