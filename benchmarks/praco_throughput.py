@@ -27,18 +27,7 @@ import torch
 
 from countboard.data.synthetic_shapes import SyntheticShapes
 from countboard.models.base import Counter
-
-
-def _clip_tokenizer():
-    from tokenizers.pre_tokenizers import ByteLevel
-    from transformers import CLIPTokenizer
-
-    chars = sorted(ByteLevel.alphabet())
-    vocab = {c: i for i, c in enumerate(chars)}
-    vocab.update({c + "</w>": len(chars) + i for i, c in enumerate(chars)})
-    vocab["<|startoftext|>"] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
-    return CLIPTokenizer(vocab=vocab, merges=[])
+from countboard.models.hf_loading import byte_level_clip_tokenizer
 
 
 def _text_config(tok) -> dict:
@@ -51,7 +40,7 @@ def build_clipseg(tmp: Path) -> Counter:
 
     from countboard.models.clipseg import ClipSegCounter
 
-    tok = _clip_tokenizer()
+    tok = byte_level_clip_tokenizer()
     config = CLIPSegConfig(text_config=_text_config(tok), vision_config=dict(patch_size=16, image_size=224),
                            extract_layers=[3, 6, 9], reduce_dim=64, use_complex_transposed_convolution=True)
     CLIPSegForImageSegmentation(config).save_pretrained(tmp / "clipseg")
@@ -66,7 +55,7 @@ def build_owlv2(tmp: Path, image_size: int) -> Counter:
 
     from countboard.models.owlv2 import Owlv2Counter
 
-    tok = _clip_tokenizer()
+    tok = byte_level_clip_tokenizer()
     config = Owlv2Config(text_config=_text_config(tok),
                          vision_config=dict(patch_size=16, image_size=image_size))
     Owlv2ForObjectDetection(config).save_pretrained(tmp / "owlv2")

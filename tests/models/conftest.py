@@ -7,19 +7,12 @@ import pytest
 import torch
 
 from countboard.data.base import ImageItem
+from countboard.models.hf_loading import byte_level_clip_tokenizer
 
 
 def tiny_clip_tokenizer():
     """A byte-level CLIP tokenizer with no merges: every character is a token (vocabulary of 514)."""
-    from tokenizers.pre_tokenizers import ByteLevel
-    from transformers import CLIPTokenizer
-
-    chars = sorted(ByteLevel.alphabet())
-    vocab = {c: i for i, c in enumerate(chars)}
-    vocab.update({c + "</w>": len(chars) + i for i, c in enumerate(chars)})
-    vocab["<|startoftext|>"] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
-    return CLIPTokenizer(vocab=vocab, merges=[])
+    return byte_level_clip_tokenizer()
 
 
 def tiny_bert_tokenizer(tmp_path):

@@ -20,3 +20,23 @@ def load_pretrained(loader, model_id: str, what: str):
             f"could not load the {what} from {model_id!r} ({exc}). Set `model.model_id` to a local directory saved "
             f"with save_pretrained, or put the hub files in the Hugging Face cache (HF_HOME) before running offline."
         ) from exc
+
+
+def byte_level_clip_tokenizer():
+    """A CLIP tokenizer built offline: byte-level, no merges, every character a token (vocabulary of 514).
+
+    For randomly initialised CLIP-family models (tests, throughput benchmarks) where no hub tokenizer can be had.
+
+    Example:
+        >>> len(byte_level_clip_tokenizer())
+        514
+    """
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import CLIPTokenizer
+
+    chars = sorted(ByteLevel.alphabet())
+    vocab = {c: i for i, c in enumerate(chars)}
+    vocab.update({c + "</w>": len(chars) + i for i, c in enumerate(chars)})
+    vocab["<|startoftext|>"] = len(vocab)
+    vocab["<|endoftext|>"] = len(vocab)
+    return CLIPTokenizer(vocab=vocab, merges=[])
