@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from countboard.data.acs import simulate_counts
+from countboard.acs.datasets.simulated import simulate_counts
 from countboard.quantify import BCCWarning, SamplerConfig, fit_bcc, fit_bcc_batch
 
 GENERATORS, CLASSIFIERS, PROMPT_TYPES = 7, 3, 12

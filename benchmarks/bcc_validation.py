@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from countboard.data.acs import simulate_counts
+from countboard.acs.datasets.simulated import simulate_counts
 from countboard.quantify import (
     BCCWarning,
     CellCounts,
@@ -91,7 +91,7 @@ def simulation(n_cells: int, sampler: SamplerConfig, seed: int) -> None:
 
 def _majority_and_single(checked: pd.DataFrame, prompts: pd.DataFrame, task: int, seed: int) -> pd.DataFrame:
     """Per unit: the oracle (majority of the annotators) and one randomly chosen annotator's answer, as 0/1."""
-    from countboard.data.geckonum_scoring import score_task1, score_task2
+    from countboard.numeracy.scoring import score_task1, score_task2
 
     if task == 3:
         keys = ["model", "image_id", "question_id"]
@@ -109,8 +109,8 @@ def _majority_and_single(checked: pd.DataFrame, prompts: pd.DataFrame, task: int
 
 
 def real_data(root: Path, replicates: int, n_human: int, sampler: SamplerConfig, seed: int) -> None:
-    from countboard.data.geckonum import read_annotations, read_prompts
-    from countboard.data.geckonum_scoring import check_rows
+    from countboard.numeracy.release import read_annotations, read_prompts
+    from countboard.numeracy.scoring import check_rows
 
     prompts = read_prompts(root / "prompts.csv")
     counts, truth, meta = [], [], []

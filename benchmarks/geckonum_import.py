@@ -31,14 +31,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from countboard.data.geckonum import read_annotations
-from countboard.data.geckonum_answers import parse_count_answer
-from countboard.data.geckonum_import import build_runs, log_runs, tracker_for_store
+from countboard.numeracy.answers import parse_count_answer
+from countboard.numeracy.importer import build_runs, log_runs, tracker_for_store
+from countboard.numeracy.release import read_annotations
 
 TARGET_S = 20.0
 # The subcommand as ``countboard`` registers it, without the other subcommands' imports.
 CLI_CODE = (
-    "import argparse, sys; from countboard.data.geckonum_import import register; "
+    "import argparse, sys; from countboard.numeracy.importer import register; "
     "p = argparse.ArgumentParser(); register(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
 )
 
@@ -126,7 +126,7 @@ def main() -> None:
 
 
 def _task1_only():
-    from countboard.data.geckonum_import import ImportOptions
+    from countboard.numeracy.importer import ImportOptions
 
     return ImportOptions(tasks=(1,))
 

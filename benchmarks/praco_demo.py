@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from countboard.data.synthetic_shapes import SyntheticShapes
+from countboard.counting.datasets.synthetic_shapes import SyntheticShapes
 
 TARGET_S = 60.0
 
@@ -28,7 +28,7 @@ def main() -> None:
         gen_s = time.perf_counter() - t0
         env = {**os.environ, "COUNTBOARD_DATA_DIR": str(tmp_path / "data"), "COUNTBOARD_OUTPUTS": str(tmp_path / "o"),
                "MLFLOW_ENABLE_ASYNC_LOGGING": "false"}
-        cmd = [sys.executable, "-m", "countboard.sweep", "-m", "model=oracle,class_blind", "dataset=synthetic_shapes",
+        cmd = [sys.executable, "-m", "countboard.commands.sweep", "-m", "model=oracle,class_blind", "dataset=synthetic_shapes",
                "task=praco_negative,praco_mosaic", f"tracking.store_dir={tmp_path / 'mlruns'}", "progress=false"]
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, env=env, cwd=tmp, capture_output=True)

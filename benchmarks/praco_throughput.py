@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from countboard.data.synthetic_shapes import SyntheticShapes
+from countboard.counting.datasets.synthetic_shapes import SyntheticShapes
 from countboard.models.base import Counter
 from countboard.models.hf_loading import byte_level_clip_tokenizer
 
@@ -38,7 +38,7 @@ def _text_config(tok) -> dict:
 def build_clipseg(tmp: Path) -> Counter:
     from transformers import CLIPSegConfig, CLIPSegForImageSegmentation, CLIPSegProcessor, ViTImageProcessor
 
-    from countboard.models.clipseg import ClipSegCounter
+    from countboard.counting.models.clipseg import ClipSegCounter
 
     tok = byte_level_clip_tokenizer()
     config = CLIPSegConfig(text_config=_text_config(tok), vision_config=dict(patch_size=16, image_size=224),
@@ -53,7 +53,7 @@ def build_clipseg(tmp: Path) -> Counter:
 def build_owlv2(tmp: Path, image_size: int) -> Counter:
     from transformers import Owlv2Config, Owlv2ForObjectDetection, Owlv2ImageProcessor, Owlv2Processor
 
-    from countboard.models.owlv2 import Owlv2Counter
+    from countboard.counting.models.owlv2 import Owlv2Counter
 
     tok = byte_level_clip_tokenizer()
     config = Owlv2Config(text_config=_text_config(tok),
@@ -65,7 +65,7 @@ def build_owlv2(tmp: Path, image_size: int) -> Counter:
 
 
 def build_shapecount(tmp: Path, data_dir: Path, classes: list[str]) -> tuple[Counter, str]:
-    from countboard.models.shapecount import (
+    from countboard.counting.models.shapecount import (
         ShapeCountArch,
         ShapeCountCounter,
         ShapeCountNet,

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from countboard.data.text_prompts import TextPromptSet
-from countboard.models.text_classifiers import (
+from countboard.acs.datasets.text_prompts import TextPromptSet
+from countboard.acs.models.text_classifiers import (
     LEXICON_MAP,
     EmbeddingZeroShotClassifier,
     TextBlobClassifier,
     VaderClassifier,
 )
-from countboard.models.text_procedural import ProceduralStoryGenerator
-from countboard.tasks.base import RunContext
-from countboard.tasks.text_acs import TextACSTask
+from countboard.acs.models.text_procedural import ProceduralStoryGenerator
+from countboard.acs.tasks.text_acs import TextACSTask
+from countboard.results import RunContext
 
 DESCRIPTIONS = {"positive": "A happy story with a positive, joyful sentiment.",
                 "neutral": "A factual, neutral description without emotion.",

@@ -21,7 +21,7 @@ import streamlit as st
 import annotate_text
 import data
 import widgets
-from countboard.data.geckonum_annotation import (
+from countboard.numeracy.annotation import (
     IMAGES_ZIP,
     SAMPLE_TABLE,
     LabelStore,
@@ -54,7 +54,7 @@ def candidate_runs() -> pd.DataFrame:
 
 
 def log_to_run(run_id: str, model: str, store: LabelStore) -> None:
-    from countboard.data.geckonum_annotation import log_labels
+    from countboard.numeracy.annotation import log_labels
     from countboard.tracking import Tracker
 
     meta = data.query("SELECT key, value FROM meta")

@@ -22,7 +22,7 @@ import streamlit as st
 
 import data
 import widgets
-from countboard.data.text_annotations import annotation_queue, append_label, read_label_file
+from countboard.acs.annotation import annotation_queue, append_label, read_label_file
 from countboard.errors import ConfigError
 
 LABELS_DIR_ENV = "COUNTBOARD_TEXT_LABELS_DIR"

@@ -32,7 +32,7 @@ def run_sweep(args: list[str], tmp_path: Path, *, store: Path | None = None, toy
     ``toy=True`` adds the test-only configs in ``tests/fixtures/conf`` to Hydra's search path.
     """
     store = store or tmp_path / "mlruns"
-    cmd = [sys.executable, "-m", "countboard.sweep", *args, "progress=false"]
+    cmd = [sys.executable, "-m", "countboard.commands.sweep", *args, "progress=false"]
     if not any(a.startswith(("tracking=", "tracking.")) for a in args):
         cmd.append(f"tracking.store_dir={store}")
     if toy:

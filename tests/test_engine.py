@@ -121,7 +121,7 @@ def test_typo_in_a_top_level_key_fails_at_composition(tmp_path):
 
 
 def test_unknown_key_names_the_valid_ones():
-    from countboard.sweep import unknown_key
+    from countboard.commands.sweep import unknown_key
 
     assert unknown_key(["-m", "model=a,b", "seed=1", "+model.x=1", "task/classifier=vader", "hydra.verbose=true",
                         "--config-dir", "/x", "tracking.store_dir=/s", "model.recipe=aware"]) is None

@@ -14,12 +14,12 @@ import sys
 from countboard.errors import CountboardError
 
 _SUBCOMMANDS = [
-    "countboard.tracking.commands",
-    "countboard.demo",
-    "countboard.index.commands",
-    "countboard.data.geckonum_import",
-    "countboard.models.shapecount_train",
-    "countboard.quantify.commands",
+    "countboard.commands.mlflow_ui",
+    "countboard.commands.demo",
+    "countboard.commands.index",
+    "countboard.commands.import_geckonum",
+    "countboard.commands.train_counter",
+    "countboard.commands.compare",
 ]
 
 

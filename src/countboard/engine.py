@@ -24,8 +24,8 @@ from tqdm.auto import tqdm
 
 import countboard
 from countboard.errors import ConfigError, CountboardError
+from countboard.results import RunContext, Task, TaskResult
 from countboard.schema import load_schema
-from countboard.tasks.base import RunContext, Task, TaskResult
 from countboard.tracking import Tracker, tracker_from_config
 from countboard.tracking import store as st
 from countboard.tracking.artifacts import write_result

@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from tests.conftest import run_sweep
 
-from countboard.data.text_annotations import LABEL_COLUMNS, annotation_queue, text_id
+from countboard.acs.annotation import LABEL_COLUMNS, annotation_queue, text_id
 from countboard.index import build_index
 from countboard.paths import leaderboard_dir
 

@@ -157,7 +157,7 @@ def test_annotation_page_stores_answers_and_resumes(monkeypatch, filled_index, t
     again = open_page(monkeypatch, db, "annotate.py")
     again.text_input(key="annotate_annot").set_value("ann1").run()
     assert [p.proto.text for p in again.get("progress")] == ["1 of 3 questions answered"]
-    from countboard.data.geckonum_annotation import LabelStore
+    from countboard.numeracy.annotation import LabelStore
 
     answers = LabelStore(labels).labels(again.selectbox(key="annotate_run").value)
     assert list(answers.answer) == [3.0] and list(answers.annot_id) == ["ann1"]

@@ -164,14 +164,14 @@ def test_number_confusion_hand_and_loop():
     "module",
     [
         "countboard.metrics.numeracy",
-        "countboard.data.geckonum",
-        "countboard.data.geckonum_answers",
-        "countboard.data.geckonum_scoring",
-        "countboard.data.geckonum_summary",
-        "countboard.data.prompts",
-        "countboard.models.generator_base",
-        "countboard.models.procedural",
-        "countboard.tasks.geckonum",
+        "countboard.numeracy.release",
+        "countboard.numeracy.answers",
+        "countboard.numeracy.scoring",
+        "countboard.numeracy.summary",
+        "countboard.numeracy.datasets.prompts",
+        "countboard.models.base",
+        "countboard.numeracy.models.procedural",
+        "countboard.numeracy.tasks.geckonum",
     ],
 )
 def test_docstring_examples(module):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from countboard.data.acs import simulate_counts
+from countboard.acs.datasets.simulated import simulate_counts
 from countboard.quantify import QuantifyInputError, acc_estimate, ppi_interval
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from countboard.data.acs import simulate_counts
+from countboard.acs.datasets.simulated import simulate_counts
 from countboard.quantify import (
     BCCWarning,
     NoHumanPositivesError,

@@ -89,7 +89,7 @@ def test_every_report_key_is_declared_in_the_schema():
 
 @pytest.mark.parametrize("module", [
     "countboard.quantify.beta", "countboard.quantify.baselines", "countboard.quantify.cells",
-    "countboard.quantify.compare", "countboard.data.acs",
+    "countboard.quantify.compare", "countboard.acs.datasets.simulated",
 ])
 def test_docstring_examples_hold(module):
     import doctest

@@ -1,9 +1,9 @@
-"""Models: counters, generators, evaluators, VLMs, text generators and classifiers — one file per backend.
+"""Model interfaces (``base``) and what every backend shares (``hf_loading``: offline-first hub loading).
 
-To add a counter: subclass ``countboard.models.base.Counter`` (implement ``decode``; override ``encode_images`` if
-the image encoder is worth caching), accept ``device`` in the constructor, and add ``conf/model/<name>.yaml`` with
-``_target_``, ``name`` and ``kind: counter``. Text-to-image generators implement the interface of
-``generator_base`` (prompts × seeds → images, ``kind: generator``); text generators that of ``text_generator``
-(prompts → texts, ``kind: text_generator``); sentiment classifiers live in ``text_classifiers`` and are picked with
-``task/classifier=<name>``; grounded VLMs expose a GradCAM map (``gradcam``, ``kind: vlm``).
+The backends themselves live with their protocol: counters in ``countboard.counting.models``, image generators in
+``countboard.numeracy.models``, explainers in ``countboard.grounding.models``, text generators and classifiers in
+``countboard.acs.models``. To add a model: subclass the interface of its kind in ``base`` in a module of the
+domain's ``models/`` package, accept ``device`` in the constructor, and add ``conf/model/<name>.yaml`` with
+``_target_``, ``name`` and ``kind`` (``counter``, ``generator``, ``vlm``, ``text_generator``; classifiers are picked
+with ``task/classifier=<name>``).
 """

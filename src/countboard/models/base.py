@@ -1,4 +1,7 @@
-"""Model interfaces shared by tasks.
+"""Every model interface, in one place: counters, generators, explainers, text generators, text classifiers.
+
+Backends live in the domain packages (``countboard.counting.models``, ``numeracy.models``, ``grounding.models``,
+``acs.models``) and implement one of these classes; tasks call only what is declared here.
 
 Counters map (image, prompt) pairs to density maps whose sum is the count. A counter that can encode an image once
 and decode many prompts overrides ``encode_images`` and ``decode``; tasks that prompt one image with many classes
@@ -7,13 +10,27 @@ and decode many prompts overrides ``encode_images`` and ``decode``; tasks that p
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from countboard.data.base import ImageItem
+from countboard.errors import ConfigError
+from countboard.items import ImageItem
+
+if TYPE_CHECKING:  # item types of the domains, for annotations only (models sit below the domains)
+    from countboard.acs.datasets.text_prompts import TextPrompt
+    from countboard.grounding.datasets.public import GroundingSample
+    from countboard.numeracy.datasets.prompts import PromptSpec
+
+log = logging.getLogger("countboard")
+
+#: The labels of the default controlled attribute (sentiment).
+SENTIMENT_LABELS = ("positive", "neutral", "negative")
 
 
 class Counter(ABC):
@@ -71,3 +88,216 @@ def boxes_to_density(boxes: np.ndarray, scores: np.ndarray | None, size: tuple[i
     weights = np.ones(len(boxes)) if scores is None else np.asarray(scores, dtype=np.float64)
     np.add.at(out, (cy, cx), weights.astype(np.float32))
     return out
+
+
+def image_id(prompt_id: int, seed: int, prefix: str = "geckonum") -> str:
+    """GeckoNum-style image id.
+
+    Example:
+        >>> image_id(42, 3)
+        'geckonum_00042_3'
+    """
+    return f"{prefix}_{int(prompt_id):05d}_{int(seed)}"
+
+
+@dataclass
+class GeneratedImage:
+    """One generated image.
+
+    Attributes:
+        prompt: The prompt it was generated from.
+        seed: The generation seed.
+        image: ``(H, W, 3)`` uint8 RGB.
+        drawn_counts: Objects actually drawn per noun, when the generator knows them (procedural); else None.
+        meta: Anything else the generator knows, e.g. ``points`` (object centres per class name, procedural).
+    """
+
+    prompt: PromptSpec
+    seed: int
+    image: np.ndarray
+    drawn_counts: dict[str, int] | None = None
+    meta: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def image_id(self) -> str:
+        return image_id(self.prompt.prompt_id, self.seed)
+
+
+class Generator(ABC):
+    """Base class of text-to-image generators."""
+
+    kind = "generator"
+
+    def __init__(self, device: str = "cpu", batch_size: int = 4):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.device = device
+        self.batch_size = int(batch_size)
+
+    @abstractmethod
+    def generate_batch(self, prompts: Sequence[PromptSpec], seeds: Sequence[int]) -> list[GeneratedImage]:
+        """Images for the pairs ``(prompts[i], seeds[i])``; the same pair always gives the same image."""
+
+    def generate(self, prompts: Sequence[PromptSpec], seeds: Sequence[int]) -> Iterator[GeneratedImage]:
+        """Images for every prompt × seed (prompt-major order), ``batch_size`` pairs per call of the backend."""
+        pairs = [(p, int(s)) for p in prompts for s in seeds]
+        for start in range(0, len(pairs), self.batch_size):
+            chunk = pairs[start : start + self.batch_size]
+            yield from self.generate_batch([p for p, _ in chunk], [s for _, s in chunk])
+
+
+class GroundingModel(ABC):
+    """Maps (image, phrase) samples to activation maps over the image."""
+
+    kind = "vlm"
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+
+    @abstractmethod
+    def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
+        """One ``(H, W)`` float map per sample, at the sample image's resolution."""
+
+
+@dataclass
+class GeneratedText:
+    """One generated text.
+
+    Attributes:
+        prompt: The prompt it answers (with its requested label).
+        text: The generated text, prompt and special tokens removed.
+        true_label: The label the text actually expresses, when the generator knows it (procedural); else None.
+    """
+
+    prompt: TextPrompt
+    text: str
+    true_label: str | None = None
+
+
+def stable_seed(*parts: object) -> int:
+    """A 32-bit seed from the text of ``parts`` (the same in every process, unlike ``hash``).
+
+    Example:
+        >>> stable_seed(0, "a", "b") == stable_seed(0, "a", "b") != stable_seed(1, "a", "b")
+        True
+    """
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+class TextGenerator(ABC):
+    """Base class of text generators.
+
+    ``knows_truth`` is True for generators whose ``GeneratedText.true_label`` is set (simulated human labels need
+    it).
+    """
+
+    kind = "text_generator"
+    knows_truth = False
+
+    def __init__(self, device: str = "cpu", batch_size: int = 8, seed: int = 0):
+        if int(batch_size) < 1:
+            raise ConfigError(f"model.batch_size must be >= 1, got {batch_size}")
+        self.device = device
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+
+    @abstractmethod
+    def generate_batch(self, prompts: Sequence[TextPrompt]) -> list[GeneratedText]:
+        """One text per prompt, in order; the same prompts in the same batch give the same texts."""
+
+    def generate(self, prompts: Sequence[TextPrompt]) -> Iterator[GeneratedText]:
+        """Texts for every prompt, ``batch_size`` prompts per call of ``generate_batch``."""
+        for start in range(0, len(prompts), self.batch_size):
+            yield from self.generate_batch(prompts[start:start + self.batch_size])
+
+
+RawPrediction = tuple[str, dict[str, float] | None, float | None]
+
+
+@dataclass
+class Classification:
+    """One classifier decision.
+
+    Attributes:
+        label: The attribute label (None when the item could not be classified).
+        raw_label: The backend's own label.
+        score: The backend's scalar score (VADER compound, TextBlob polarity, top probability…), if any.
+        scores: Score per attribute label, if the backend has them.
+        error: What went wrong, for items without a label.
+    """
+
+    label: str | None
+    raw_label: str = ""
+    score: float | None = None
+    scores: dict[str, float] | None = None
+    error: str | None = None
+
+
+class TextClassifier(ABC):
+    """Base class: empty-text handling, label mapping and batching around ``predict_raw``.
+
+    Args:
+        name: Short name (shown in run tags as ``classifier=<name>``).
+        labels: The attribute's labels.
+        label_map: Raw label → attribute label (case-insensitive).
+        batch_size: Texts per backend call.
+    """
+
+    def __init__(self, name: str = "", labels: Sequence[str] = SENTIMENT_LABELS,
+                 label_map: Mapping[str, str] | None = None, batch_size: int = 32):
+        self.name = name or type(self).__name__
+        self.labels = tuple(str(x).lower() for x in labels)
+        self.label_map = {str(k).lower(): str(v).lower() for k, v in (label_map or {}).items()}
+        bad = sorted({v for v in self.label_map.values() if v not in self.labels})
+        if bad:
+            raise ConfigError(f"classifier {self.name}: label_map targets {bad} are not labels of the attribute "
+                              f"{list(self.labels)}")
+        if int(batch_size) < 1:
+            raise ConfigError(f"classifier {self.name}: batch_size must be at least 1, got {batch_size}")
+        self.batch_size = int(batch_size)
+        self.device = "cpu"
+
+    def load(self, device: str = "cpu") -> None:
+        """Load the backend on ``device`` (no-op for lexicons; models load once)."""
+        self.device = device
+
+    @abstractmethod
+    def predict_raw(self, texts: Sequence[str]) -> list[RawPrediction]:
+        """``(raw_label, raw_scores or None, scalar score or None)`` per non-empty text."""
+
+    def map_label(self, raw: str) -> str | None:
+        key = str(raw).lower()
+        if key in self.label_map:
+            return self.label_map[key]
+        return key if key in self.labels else None
+
+    def classify(self, texts: Sequence[str]) -> list[Classification]:
+        """One ``Classification`` per text, in order."""
+        out: list[Classification | None] = [None] * len(texts)
+        todo = []
+        for i, t in enumerate(texts):
+            if t is None or not str(t).strip():
+                out[i] = Classification(None, error="empty text: nothing to classify")
+            else:
+                todo.append(i)
+        for start in range(0, len(todo), self.batch_size):
+            idx = todo[start:start + self.batch_size]
+            for i, (raw, raw_scores, score) in zip(idx, self.predict_raw([str(texts[i]) for i in idx]), strict=True):
+                out[i] = self._mapped(raw, raw_scores, score)
+        return out
+
+    def _mapped(self, raw: str, raw_scores: dict[str, float] | None, score: float | None) -> Classification:
+        label = self.map_label(raw)
+        scores = None
+        if raw_scores is not None:
+            scores = dict.fromkeys(self.labels, 0.0)
+            for k, v in raw_scores.items():
+                target = self.map_label(k)
+                if target is not None:
+                    scores[target] += float(v)
+        if label is None:
+            return Classification(None, str(raw), score, scores,
+                                  error=f"classifier {self.name} answered {raw!r}, which label_map does not map to "
+                                        f"one of {list(self.labels)}; add it to label_map")
+        return Classification(label, str(raw), score, scores)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from countboard.tasks.base import TaskResult
+from countboard.results import TaskResult
 from countboard.tracking.store import Tracker
 
 

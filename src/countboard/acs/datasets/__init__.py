@@ -1,0 +1,1 @@
+"""Inputs of the attribute-control protocols: text prompt sets and simulated classifier data."""

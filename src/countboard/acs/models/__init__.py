@@ -1,0 +1,1 @@
+"""Text generators and text classifiers, one module per kind of backend."""

@@ -1,0 +1,1 @@
+"""Attribute-control protocols: ``bcc`` and ``text_acs``."""

@@ -1,0 +1,1 @@
+"""One module per ``countboard`` subcommand, each with ``register(subparsers)``: parse, call the library, print."""

@@ -1,0 +1,47 @@
+"""``countboard train-counter``: train shapecount on synthetic shapes and log the checkpoint to MLflow."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from countboard.counting.models.shapecount import RECIPES, local_checkpoint_path
+from countboard.counting.models.shapecount_train import TrainConfig, train_recipe
+from countboard.tracking.checkpoints import log_checkpoint
+
+
+def _main(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir or os.environ.get("COUNTBOARD_DATA_DIR", "data"))
+    dataset_root = Path(args.dataset_root) if args.dataset_root else data_dir / "synthetic_shapes"
+    recipes = list(RECIPES) if args.recipe == "both" else [args.recipe]
+    for recipe in recipes:
+        cfg = TrainConfig(recipe=recipe, epochs=args.epochs, seed=args.seed, threads=args.threads)
+        out = local_checkpoint_path(data_dir, recipe)
+        path, info = train_recipe(dataset_root, cfg, out)
+        print(f"shapecount_{recipe}: {path} (loss {info['final_loss']:.4f}, {info['train_seconds']:.0f} s wall, "
+              f"{info['train_cpu_seconds']:.0f} s CPU, {info['n_train_images']} images)")
+        if not args.no_mlflow:
+            run_id = log_checkpoint(path, f"shapecount_{recipe}", info, args.store, force=args.force)
+            print(f"  logged to {args.store} as run {run_id}" if run_id else
+                  f"  a run with the same settings is already logged in {args.store} (pass --force to log again)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """``countboard train-counter``: train shapecount on synthetic shapes and log the checkpoint to MLflow."""
+    p = sub.add_parser("train-counter", help="train the shapecount counter on synthetic shapes (naive/aware)")
+    p.add_argument("--recipe", choices=[*RECIPES, "both"], default="both")
+    p.add_argument("--data-dir", default=None,
+                   help="data root (default $COUNTBOARD_DATA_DIR or ./data); the checkpoint goes to "
+                        "<data-dir>/checkpoints/shapecount_<recipe>.pt")
+    p.add_argument("--dataset-root", default=None,
+                   help="synthetic_shapes root (default <data-dir>/synthetic_shapes; generated when absent)")
+    p.add_argument("--epochs", type=int, default=TrainConfig.epochs)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--store", default=os.environ.get("COUNTBOARD_STORE", "mlruns"),
+                   help="MLflow store directory or tracking URI (default $COUNTBOARD_STORE or ./mlruns)")
+    p.add_argument("--no-mlflow", action="store_true", help="only write the local checkpoint")
+    p.add_argument("--force", action="store_true", help="log a new run even if identical settings were logged")
+    p.set_defaults(func=_main)

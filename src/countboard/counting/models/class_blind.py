@@ -1,0 +1,33 @@
+"""Class-blind counter: counts every annotated object whatever the prompt (the baseline PrACo must expose)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from countboard.counting.datasets.mosaic import points_to_density
+from countboard.items import ImageItem
+from countboard.models.base import Counter
+
+
+class ClassBlindCounter(Counter):
+    """Unit mass at every annotated point of every class, ignoring the prompt.
+
+    A perfect counter that does not read the prompt: its classic metrics are perfect on single-class images, its
+    NMN is 1 and its mosaic precision drops with the distractor count.
+
+    Example:
+        >>> item = ImageItem("a", np.zeros((8, 8, 3), np.uint8),
+        ...                  {"cats": np.array([[1.0, 2.0]]), "dogs": np.array([[5.0, 5.0]])})
+        >>> ClassBlindCounter().count([item, item], ["cats", "zebras"]).tolist()
+        [2.0, 2.0]
+    """
+
+    def __init__(self, device: str = "cpu"):
+        super().__init__(device=device)
+
+    def decode(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
+        if len(features) != len(prompts):
+            raise ValueError(f"{len(features)} images but {len(prompts)} prompts: pass one prompt per image")
+        return [points_to_density(item.all_points, item.size) for item in features]

@@ -1,0 +1,155 @@
+"""Grounding DINO as a detect-then-count counter.
+
+Grounding DINO fuses text and image features in its encoder, so only the image backbone (Swin + position
+embeddings) is prompt-independent. ``encode_images`` runs that backbone once per image; ``decode`` runs the
+fusion encoder and the decoder for all prompts of an image in one batch, with the cached backbone output
+broadcast over the batch (the model's own backbone module is wrapped so its forward returns the cache).
+
+Each prompt is queried alone (``"<prompt>."``), never together with other class names: Grounding DINO assigns
+each box to the best-matching phrase, so prompting several classes at once would tell it which classes compete
+and would change the negative-label test. A box is counted when its best token probability reaches
+``box_threshold`` (and ``text_threshold``, which HF's post-processing uses to name the box); kept boxes then go
+through NMS and become unit masses at their centres. At most ``num_queries`` (900) objects can be counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from countboard.counting.models.detect_count import cxcywh_to_yxyx, detections_to_density
+from countboard.counting.models.prompt_batching import group_by_image
+from countboard.items import ImageItem
+from countboard.models.base import Counter
+from countboard.models.hf_loading import load_pretrained
+
+
+@dataclass
+class DinoImageFeatures:
+    """Processed pixels and the backbone output (feature maps, masks, position embeddings) of one image."""
+
+    pixel_values: torch.Tensor
+    maps: list[tuple[torch.Tensor, torch.Tensor]]
+    positions: list[torch.Tensor]
+    size: tuple[int, int]
+
+
+class CachedBackbone(nn.Module):
+    """Wraps ``GroundingDinoModel.backbone``: returns ``cached`` (broadcast to the batch) when it is set."""
+
+    def __init__(self, backbone: nn.Module):
+        super().__init__()
+        self.inner = backbone
+        self.cached: DinoImageFeatures | None = None
+
+    @property
+    def position_embedding(self) -> nn.Module:
+        return self.inner.position_embedding
+
+    def forward(self, pixel_values: torch.Tensor, pixel_mask: torch.Tensor):
+        if self.cached is None:
+            return self.inner(pixel_values, pixel_mask)
+        b = pixel_values.shape[0]
+        maps = [(f.expand(b, *f.shape[1:]), m.expand(b, *m.shape[1:])) for f, m in self.cached.maps]
+        return maps, [p.expand(b, *p.shape[1:]) for p in self.cached.positions]
+
+
+class GroundingDinoCounter(Counter):
+    """Counts the Grounding DINO detections of a text prompt.
+
+    Args:
+        model_id: Hub id or local directory with a ``GroundingDinoForObjectDetection`` and its processor.
+        box_threshold: Minimum box score (best token probability) of a counted detection.
+        text_threshold: Minimum token probability for the box to carry the prompt's label.
+        nms_iou: IoU above which overlapping detections are merged (``1.0`` disables NMS).
+        prompt_template: Format string applied to each (lower-cased) prompt; Grounding DINO expects a final ``.``.
+        prompt_batch_size: Prompts per fusion-encoder/decoder batch.
+        device: ``"cpu"`` or ``"cuda"``.
+
+    Example:
+        >>> counter = GroundingDinoCounter("IDEA-Research/grounding-dino-tiny")  # doctest: +SKIP
+        >>> counter.count([item], ["apples"])  # doctest: +SKIP
+        array([11.])
+    """
+
+    caches_image_features = True
+
+    def __init__(self, model_id: str = "IDEA-Research/grounding-dino-tiny", box_threshold: float = 0.35,
+                 text_threshold: float = 0.25, nms_iou: float = 0.5, prompt_template: str = "{}.",
+                 prompt_batch_size: int = 8, device: str = "cpu"):
+        super().__init__(device=device)
+        from transformers import GroundingDinoForObjectDetection, GroundingDinoProcessor
+
+        self.model_id = model_id
+        self.box_threshold = float(box_threshold)
+        self.text_threshold = float(text_threshold)
+        self.nms_iou = float(nms_iou)
+        self.prompt_template = prompt_template
+        self.prompt_batch_size = int(prompt_batch_size)
+        self.processor = load_pretrained(GroundingDinoProcessor, model_id, "Grounding DINO processor")
+        model = load_pretrained(GroundingDinoForObjectDetection, model_id, "Grounding DINO model")
+        self.model = model.to(device).eval()
+        self._backbone = CachedBackbone(self.model.model.backbone)
+        self.model.model.backbone = self._backbone
+
+    @torch.inference_mode()
+    def encode_images(self, items: Sequence[ImageItem]) -> list[DinoImageFeatures]:
+        """Run the image backbone once per image (one at a time: batching would pad images to a common size)."""
+        feats = []
+        for it in items:
+            pixels = self.processor.image_processor(images=it.image, return_tensors="pt")
+            pv = pixels["pixel_values"].to(self.device)
+            mask = torch.ones((1, *pv.shape[-2:]), dtype=torch.long, device=self.device)
+            maps, positions = self._backbone.inner(pv, mask)
+            feats.append(DinoImageFeatures(pv, list(maps), list(positions), it.size))
+        return feats
+
+    @torch.inference_mode()
+    def scores_and_boxes(self, feat: DinoImageFeatures, prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Box scores ``(Q, N)`` and normalised ``(cx, cy, w, h)`` boxes ``(Q, N, 4)`` for one image's prompts.
+
+        The prompts must tokenize to the same length (see ``_same_length_chunks``).
+        """
+        texts = [self.prompt_template.format(p.lower().strip()) for p in prompts]
+        tok = self.processor.tokenizer(texts, return_tensors="pt").to(self.device)
+        b = len(texts)
+        self._backbone.cached = feat
+        try:
+            out = self.model(pixel_values=feat.pixel_values.expand(b, -1, -1, -1), input_ids=tok["input_ids"],
+                             attention_mask=tok["attention_mask"], token_type_ids=tok.get("token_type_ids"))
+        finally:
+            self._backbone.cached = None
+        scores = torch.sigmoid(out.logits.float()).max(dim=-1).values
+        return scores.cpu().numpy(), out.pred_boxes.float().cpu().numpy()
+
+    def _same_length_chunks(self, texts: list[str], idx: list[int]) -> list[list[int]]:
+        """Pair indices in chunks of prompts with the same token length.
+
+        Padding would change the model's phrase masks (a phrase closed by [SEP] counts only when [SEP] is the last
+        token), so prompts are batched only with prompts of the same length.
+        """
+        by_len: dict[int, list[int]] = {}
+        for t, i in zip(texts, idx, strict=True):
+            n = len(self.processor.tokenizer(self.prompt_template.format(t.lower().strip()))["input_ids"])
+            by_len.setdefault(n, []).append(i)
+        return [group[k:k + self.prompt_batch_size] for group in by_len.values()
+                for k in range(0, len(group), self.prompt_batch_size)]
+
+    @torch.inference_mode()
+    def decode(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
+        """Fusion encoder + decoder once per chunk of an image's prompts, over the cached backbone output."""
+        if len(features) != len(prompts):
+            raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
+        threshold = max(self.box_threshold, self.text_threshold)
+        out: list[np.ndarray | None] = [None] * len(prompts)
+        for feat, idx in group_by_image(features):
+            for chunk in self._same_length_chunks([prompts[i] for i in idx], idx):
+                scores, boxes = self.scores_and_boxes(feat, [prompts[i] for i in chunk])
+                for q, i in enumerate(chunk):
+                    pix = cxcywh_to_yxyx(boxes[q], feat.size)
+                    out[i] = detections_to_density(pix, scores[q], feat.size, threshold, self.nms_iou)
+        return out

@@ -1,0 +1,42 @@
+"""Oracle counter: reads the answer from the annotations (the upper bound of every prompt-aware metric)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from countboard.counting.datasets.mosaic import points_to_density
+from countboard.items import ImageItem
+from countboard.models.base import Counter
+
+
+def normalise_class(name: str) -> str:
+    """Class names compare case- and space-insensitively (``"Red  Circles"`` matches ``"red circles"``)."""
+    return " ".join(str(name).lower().split())
+
+
+class OracleCounter(Counter):
+    """Unit mass at each annotated point of the prompted class; a zero map when the class is absent.
+
+    Its features are the ``ImageItem`` themselves (the default ``encode_images``), so it needs items that carry
+    point annotations; on an item without points it counts 0 for every prompt.
+
+    Example:
+        >>> item = ImageItem("a", np.zeros((8, 8, 3), np.uint8), {"cats": np.array([[1.0, 2.0], [5.0, 5.0]])})
+        >>> OracleCounter().count([item, item], ["cats", "dogs"]).tolist()
+        [2.0, 0.0]
+    """
+
+    def __init__(self, device: str = "cpu"):
+        super().__init__(device=device)
+
+    def decode(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
+        if len(features) != len(prompts):
+            raise ValueError(f"{len(features)} images but {len(prompts)} prompts: pass one prompt per image")
+        maps = []
+        for item, prompt in zip(features, prompts, strict=True):
+            wanted = normalise_class(prompt)
+            pts = [p for c, p in item.points.items() if normalise_class(c) == wanted]
+            maps.append(points_to_density(np.concatenate(pts) if pts else np.zeros((0, 2)), item.size))
+        return maps

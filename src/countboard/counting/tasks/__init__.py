@@ -1,0 +1,1 @@
+"""Counting protocols: PrACo negative-label and mosaic tests, classic counting error."""

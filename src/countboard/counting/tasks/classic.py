@@ -1,0 +1,63 @@
+"""Classic counting: each image prompted with its own class; MAE, RMSE and MAPE against the ground truth."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from countboard.counting.tasks.praco import error_record, finite_metrics, select_classes
+from countboard.items import ImageDataset, ImageItem
+from countboard.metrics.counting import classic_metrics
+from countboard.results import RunContext, Task, TaskResult
+
+log = logging.getLogger(__name__)
+
+
+class ClassicCounting(Task):
+    """Count each image's own class (the class-specific protocol PrACo complements).
+
+    Args:
+        classes: Evaluate only the images of these classes (default: the whole split).
+    """
+
+    name = "classic"
+    family = "counters"
+
+    def __init__(self, classes: Sequence[str] | None = None):
+        self.classes = list(classes) if classes is not None else None
+
+    def units(self, model: Any, dataset: ImageDataset, ctx: RunContext) -> list[str]:
+        if self.classes is None:
+            return dataset.image_ids
+        return select_classes(dataset, self.classes)[1]
+
+    def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
+        records: dict[str, dict] = {}
+        loaded: list[ImageItem] = []
+        for uid in unit_ids:
+            try:
+                loaded.append(dataset.load(uid))
+            except Exception as exc:
+                records[uid] = error_record(uid, f"image {uid} failed to load", exc)
+        step = max(ctx.batch_size, 1)
+        for start in range(0, len(loaded), step):
+            chunk = loaded[start:start + step]
+            try:
+                counts = model.count(chunk, [it.class_name for it in chunk])
+            except Exception as exc:
+                records.update({it.image_id: error_record(it.image_id, "counting failed", exc) for it in chunk})
+                continue
+            for item, count in zip(chunk, counts, strict=True):
+                records[item.image_id] = {"unit_id": item.image_id, "image_id": item.image_id,
+                                          "class_name": item.class_name, "gt": int(dataset.count_of(item.image_id)),
+                                          "count": float(count)}
+        return [records[u] for u in unit_ids]
+
+    def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
+        metrics = classic_metrics(records["count"].to_numpy(float), records["gt"].to_numpy(float))
+        if metrics["n_gt_zero"]:
+            log.warning("%d images with ground truth 0 are left out of MAPE", metrics["n_gt_zero"])
+        return TaskResult(metrics=finite_metrics(metrics))

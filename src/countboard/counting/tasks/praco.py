@@ -1,0 +1,363 @@
+"""PrACo tasks (Ciampi et al., "Mind the Prompt"): the negative-label test and the mosaic test.
+
+- ``praco_negative``: one unit per test image; the image is encoded once and decoded with every class name of the
+  split, giving one row of the images x classes count matrix.
+- ``praco_mosaic``: one unit per (image, other class) pair; the image is stacked above a picture of the other class
+  (drawn with a fixed seed), prompted with its own class, and the density map is split at the seam.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from countboard.counting.datasets.mosaic import (
+    Mosaic,
+    build_mosaic,
+    mosaic_pairs,
+    mosaic_partner,
+    points_to_density,
+)
+from countboard.errors import ConfigError
+from countboard.items import ImageDataset, ImageItem
+from countboard.metrics.counting import (
+    GRIDS,
+    count_drift,
+    localized_mosaic_metrics,
+    mosaic_metrics,
+    negative_label_metrics,
+    pool_grid,
+)
+from countboard.metrics.grounding import mosaic_grounding
+from countboard.results import RunContext, Task, TaskResult
+
+log = logging.getLogger(__name__)
+PAIR_SEP = "::"
+
+
+def select_classes(dataset: ImageDataset, classes: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """The prompted classes and the images whose class is among them.
+
+    ``classes=None`` prompts every class of the split; a name that is not a class of the split is refused.
+    """
+    split_classes = dataset.classes
+    if classes is None:
+        if len(split_classes) < 2:
+            raise ConfigError(f"PrACo tests need at least 2 classes with images in the dataset split, it has "
+                              f"{split_classes}; use a larger split (e.g. raise dataset.max_images)")
+        return list(split_classes), dataset.image_ids
+    absent = [c for c in classes if c not in split_classes]
+    if absent:
+        raise ConfigError(f"task.classes names {absent} that are not classes of this dataset split; "
+                          f"its classes are: {', '.join(split_classes)}")
+    if len(set(classes)) < 2:
+        raise ConfigError(f"task.classes must name at least 2 distinct classes, got {list(classes)}")
+    wanted = set(classes)
+    return list(classes), [i for i in dataset.image_ids if dataset.class_of(i) in wanted]
+
+
+def error_record(unit_id: str, what: str, exc: BaseException) -> dict:
+    return {"unit_id": unit_id, "error": f"{what}: {type(exc).__name__}: {exc}"}
+
+
+def finite_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """Drop undefined metrics (every ratio of an average had a zero denominator) and say so."""
+    undefined = [k for k, v in metrics.items() if v is None or (isinstance(v, float) and math.isnan(v))]
+    if undefined:
+        log.warning("metrics %s are undefined on these records and are not logged", ", ".join(undefined))
+    return {k: float(v) for k, v in metrics.items() if k not in undefined}
+
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _stack(column: pd.Series) -> np.ndarray:
+    return np.stack([np.asarray(v, dtype=np.float64) for v in column]) if len(column) else np.zeros((0, 0))
+
+
+class PracoNegative(Task):
+    """Negative-label test: every image prompted with every class name of its split.
+
+    Args:
+        classes: Prompt only these classes (and evaluate only their images); default: every class of the split.
+    """
+
+    name = "praco_negative"
+    family = "counters"
+
+    def __init__(self, classes: Sequence[str] | None = None):
+        self.classes = list(classes) if classes is not None else None
+
+    def units(self, model: Any, dataset: ImageDataset, ctx: RunContext) -> list[str]:
+        return select_classes(dataset, self.classes)[1]
+
+    def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
+        classes, _ = select_classes(dataset, self.classes)
+        records: dict[str, dict] = {}
+        loaded: list[ImageItem] = []
+        for uid in unit_ids:
+            try:
+                loaded.append(dataset.load(uid))
+            except Exception as exc:  # unreadable image: reported, the others go on
+                records[uid] = error_record(uid, f"image {uid} failed to load", exc)
+        for start in range(0, len(loaded), max(ctx.batch_size, 1)):
+            chunk = loaded[start:start + max(ctx.batch_size, 1)]
+            try:
+                features = model.encode_images(chunk)
+            except Exception as exc:
+                records.update({it.image_id: error_record(it.image_id, "encoding the image failed", exc) for it in chunk})
+                continue
+            for item, feat in zip(chunk, features, strict=True):
+                try:
+                    maps = model.decode([feat] * len(classes), classes)
+                except Exception as exc:
+                    records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
+                    continue
+                counts = [float(m.sum()) for m in maps]
+                pos = classes.index(item.class_name)
+                records[item.image_id] = {
+                    "unit_id": item.image_id, "image_id": item.image_id, "class_name": item.class_name,
+                    "gt": int(dataset.count_of(item.image_id)), "pos_count": counts[pos],
+                    "neg_mean": float((sum(counts) - counts[pos]) / (len(counts) - 1)), "counts": counts,
+                }
+        return [records[u] for u in unit_ids]
+
+    def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
+        classes, _ = select_classes(dataset, self.classes)
+        counts = _stack(records["counts"])
+        if counts.shape[1] != len(classes):
+            raise ConfigError(f"records hold {counts.shape[1]} counts per image but the split has {len(classes)} "
+                              "classes; the dataset changed since the checkpoints were written: rerun with force=true")
+        gt = records["gt"].to_numpy(dtype=np.float64)
+        pos_idx = np.array([classes.index(c) for c in records["class_name"]])
+        metrics = negative_label_metrics(counts, gt, pos_idx)
+        negatives = counts[~np.eye(len(classes), dtype=bool)[pos_idx]]
+        metrics["mean_negative_count"] = float(negatives.mean()) if negatives.size else float("nan")
+        if metrics["n_gt_zero"]:
+            log.warning("%d images with ground truth 0 are left out of NMN and MAPE", metrics["n_gt_zero"])
+        wide = pd.DataFrame(counts, columns=classes)
+        wide.insert(0, "image_id", records["image_id"].to_numpy())
+        wide.insert(1, "class_name", records["class_name"].to_numpy())
+        wide.insert(2, "gt", records["gt"].to_numpy())
+        long = wide.melt(id_vars=["image_id", "class_name", "gt"], var_name="prompt", value_name="count")
+        long = long[["class_name", "prompt", "image_id", "gt", "count"]]
+        return TaskResult(metrics=finite_metrics(metrics), tables={"negative_matrix": long, "negative_counts": wide},
+                          figures={"negative_matrix": _matrix_figure(counts, gt, classes, pos_idx)},
+                          tags={"praco.n_classes": str(len(classes))})
+
+
+def _matrix_figure(counts: np.ndarray, gt: np.ndarray, classes: list[str], pos_idx: np.ndarray) -> bytes:
+    """Counts per class averaged over the images of each class, divided by their ground truth (ideal: identity)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rel = counts / np.where(gt > 0, gt, np.nan)[:, None]
+    mean = np.full((len(classes), len(classes)), np.nan)
+    for k in range(len(classes)):
+        rows = rel[pos_idx == k]
+        if len(rows):
+            mean[k] = np.nanmean(rows, axis=0) if np.isfinite(rows).any() else np.nan
+    fig, ax = plt.subplots(figsize=(1 + 0.45 * len(classes), 1 + 0.4 * len(classes)))
+    im = ax.imshow(mean, vmin=0, vmax=max(1.5, float(np.nanmax(mean)) if np.isfinite(mean).any() else 1.5),
+                   cmap="viridis")
+    ax.set_xticks(range(len(classes)), classes, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(classes)), classes, fontsize=7)
+    ax.set_xlabel("prompted class")
+    ax.set_ylabel("image class")
+    ax.set_title("count / ground truth (mean per image class)", fontsize=8)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    return _png(fig)
+
+
+class PracoMosaic(Task):
+    """Mosaic test: each image above a picture of each other class, prompted with its own class.
+
+    Args:
+        orientation: ``vertical`` (positive on top, the paper's setting) or ``horizontal`` (positive on the left).
+        tile_size: ``[H, W]`` both halves are resized to; default: the positive image's size.
+        classes: Restrict to these classes (default: every class of the split).
+        seed: Seed of the choice of negative images (default: the job's seed).
+        n_figures: Mosaics saved as ``figures/mosaic_<k>.png`` (image, density map, counts of both halves).
+    """
+
+    name = "praco_mosaic"
+    family = "counters"
+    grid = max(GRIDS)
+
+    def __init__(self, orientation: str = "vertical", tile_size: Sequence[int] | None = None,
+                 classes: Sequence[str] | None = None, seed: int | None = None, n_figures: int = 8):
+        if orientation not in ("vertical", "horizontal"):
+            raise ConfigError(f"task.orientation={orientation!r}: use vertical or horizontal")
+        self.orientation = orientation
+        self.tile_size = tuple(int(v) for v in tile_size) if tile_size is not None else None
+        self.classes = list(classes) if classes is not None else None
+        self.seed = seed
+        self.n_figures = int(n_figures)
+        self._single: dict[str, float] = {}
+
+    def units(self, model: Any, dataset: ImageDataset, ctx: RunContext) -> list[str]:
+        classes, ids = select_classes(dataset, self.classes)
+        keep = set(ids)
+        return [f"{i}{PAIR_SEP}{c}" for i, c in mosaic_pairs(dataset, classes) if i in keep]
+
+    def _mosaic(self, dataset: ImageDataset, unit_id: str, ctx: RunContext, cache: dict) -> tuple[Mosaic, str]:
+        image_id, other = unit_id.rsplit(PAIR_SEP, 1)
+        partner = mosaic_partner(dataset, image_id, other, ctx.seed if self.seed is None else self.seed)
+        for key, what in ((image_id, "image"), (partner, f"negative image (class {other!r})")):
+            if key not in cache:
+                try:
+                    cache[key] = dataset.load(key)
+                except Exception as exc:
+                    cache[key] = RuntimeError(f"{what} {key} failed to load: {type(exc).__name__}: {exc}")
+            if isinstance(cache[key], Exception):
+                raise cache[key]
+        return build_mosaic(cache[image_id], cache[partner], self.orientation, self.tile_size), other
+
+    def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
+        records: dict[str, dict] = {}
+        cache: dict[str, ImageItem | Exception] = {}
+        built: list[tuple[str, Mosaic, str]] = []
+        for uid in unit_ids:
+            try:
+                mosaic, other = self._mosaic(dataset, uid, ctx, cache)
+                built.append((uid, mosaic, other))
+            except Exception as exc:  # reported; the other mosaics go on
+                records[uid] = {"unit_id": uid, "error": str(exc) if isinstance(exc, RuntimeError)
+                                else f"{type(exc).__name__}: {exc}"}
+        try:
+            self._count_singles(model, [cache[m.positive_id] for _, m, _ in built], ctx)
+        except Exception as exc:  # the mosaics whose single count is missing fail below, with this reason
+            log.warning("counting the positive images alone failed: %s: %s", type(exc).__name__, exc)
+        step = max(ctx.batch_size, 1)
+        for start in range(0, len(built), step):
+            chunk = built[start:start + step]
+            try:
+                maps = model.density([m.item for _, m, _ in chunk], [m.item.class_name for _, m, _ in chunk])
+            except Exception:
+                maps = [None] * len(chunk)
+            for (uid, mosaic, other), dmap in zip(chunk, maps, strict=True):
+                try:
+                    if dmap is None:
+                        dmap = model.density([mosaic.item], [mosaic.item.class_name])[0]
+                    records[uid] = self._record(uid, mosaic, other, np.asarray(dmap), dataset)
+                except Exception as exc:
+                    records[uid] = error_record(uid, "counting the mosaic failed", exc)
+        return [records[u] for u in unit_ids]
+
+    def _count_singles(self, model: Any, items: list[ImageItem], ctx: RunContext) -> None:
+        """``c_ii``: each positive image alone, prompted with its own class (once per image per job)."""
+        todo = list({it.image_id: it for it in items if it.image_id not in self._single}.values())
+        step = max(ctx.batch_size, 1)
+        for start in range(0, len(todo), step):
+            chunk = todo[start:start + step]
+            counts = model.count(chunk, [it.class_name for it in chunk])
+            self._single.update({it.image_id: float(c) for it, c in zip(chunk, counts, strict=True)})
+
+    def _record(self, uid: str, mosaic: Mosaic, other: str, dmap: np.ndarray, dataset: ImageDataset) -> dict:
+        item = mosaic.item
+        if dmap.shape != item.size:
+            raise ValueError(f"density map {dmap.shape} does not match the mosaic size {item.size}")
+        upper, lower = mosaic.split(dmap)
+        pts = np.asarray(item.points.get(item.class_name, np.zeros((0, 2)))).reshape(-1, 2)
+        axis = 1 if self.orientation == "vertical" else 0
+        gt_map = points_to_density(pts[pts[:, axis] < mosaic.seam], item.size)
+        grounding = mosaic_grounding(dmap, mosaic.seam, self.orientation)  # positive half as the box
+        return {**grounding,
+            "unit_id": uid, "image_id": mosaic.positive_id, "class_name": item.class_name, "other_class": other,
+            "partner_id": mosaic.negative_id, "gt": int(dataset.count_of(mosaic.positive_id)),
+            "upper": upper, "lower": lower, "single": self._single[mosaic.positive_id],
+            "pred_cells": pool_grid(dmap, self.grid).ravel().tolist(),
+            "gt_cells": pool_grid(gt_map, self.grid).ravel().tolist(),
+        }
+
+    def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
+        classes, ids = select_classes(dataset, self.classes)
+        order = {i: k for k, i in enumerate(ids)}
+        images = sorted(set(records["image_id"]), key=lambda i: order.get(i, len(order)))
+        row = {i: k for k, i in enumerate(images)}
+        col = {c: k for k, c in enumerate(classes)}
+        r = records["image_id"].map(row).to_numpy()
+        c = records["other_class"].map(col).to_numpy()
+        upper = np.full((len(images), len(classes)), np.nan)
+        lower = upper.copy()
+        upper[r, c], lower[r, c] = records["upper"].to_numpy(float), records["lower"].to_numpy(float)
+        gt = records.groupby("image_id")["gt"].first().reindex(images).to_numpy(float)
+        single = records.groupby("image_id")["single"].first().reindex(images).to_numpy(float)
+        drift = count_drift(upper, single)
+        metrics = mosaic_metrics(upper, lower, gt)
+        defined = drift[~np.isnan(drift)]
+        metrics["count_drift_mean"] = float(defined.mean()) if defined.size else float("nan")
+        metrics["count_drift_median"] = float(np.median(defined)) if defined.size else float("nan")
+        for key in ("mosaic_io_ratio", "mosaic_wdp"):
+            if key in records:
+                metrics[key] = float(records[key].mean())
+        g = self.grid
+        pred_cells = _stack(records["pred_cells"]).reshape(-1, g, g)
+        gt_cells = _stack(records["gt_cells"]).reshape(-1, g, g)
+        metrics.update(localized_mosaic_metrics(pred_cells, gt_cells, r))
+        pairs = records.drop(columns=["pred_cells", "gt_cells"]).rename(
+            columns={"upper": "c_pos", "lower": "c_neg", "single": "c_single"})
+        pairs["drift"] = drift[r, c]
+        n = min(self.n_figures, len(records))
+        picks = np.linspace(0, len(records) - 1, n).round().astype(int) if n else np.zeros(0, int)
+        pairs["figure"] = None
+        figures = {}
+        for k, idx in enumerate(picks):
+            try:
+                figures[f"mosaic_{k:02d}"] = self._sample_figure(records.iloc[int(idx)], model, dataset, ctx)
+                pairs.loc[pairs.index[int(idx)], "figure"] = f"{k:02d}"
+            except Exception as exc:  # a figure never costs the metrics
+                log.warning("mosaic figure %d skipped: %s: %s", k, type(exc).__name__, exc)
+        tables = {"mosaic_pairs": pairs,
+                  "mosaic_upper": _matrix_table(upper, images, classes, gt),
+                  "mosaic_lower": _matrix_table(lower, images, classes, gt)}
+        arrays = {"mosaic_cells": {"pred": pred_cells, "gt": gt_cells,
+                                   "unit_id": records["unit_id"].to_numpy().astype(str)}}
+        return TaskResult(metrics=finite_metrics(metrics), tables=tables, figures=figures, arrays=arrays,
+                          tags={"praco.orientation": self.orientation})
+
+    def _sample_figure(self, rec: pd.Series, model: Any, dataset: ImageDataset, ctx: RunContext) -> bytes:
+        """The mosaic of one record and its density map, titled with the counts of both halves."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from scipy.ndimage import gaussian_filter
+
+        mosaic, _ = self._mosaic(dataset, rec["unit_id"], ctx, {})
+        dmap = np.asarray(model.density([mosaic.item], [mosaic.item.class_name])[0], dtype=np.float64)
+        up, low = mosaic.split(dmap)
+        vertical = self.orientation == "vertical"
+        h, w = mosaic.item.size
+        fig, axes = plt.subplots(1, 2, figsize=(2 * 3.0 * w / max(h, w) + 0.4, 3.0 * h / max(h, w) + 0.6))
+        axes[0].imshow(mosaic.item.image)
+        axes[0].set_title(f"prompt: {mosaic.item.class_name}\n(gt {rec['gt']})", fontsize=7)
+        # point-mass maps (detections, annotations) are invisible at figure scale without a blur
+        axes[1].imshow(gaussian_filter(dmap, sigma=max(dmap.shape) / 150), cmap="jet")
+        halves = ("top", "bottom") if vertical else ("left", "right")
+        axes[1].set_title(f"{halves[0]} {up:.1f}\n{halves[1]} {low:.1f}", fontsize=7)
+        for ax in axes:
+            ax.axis("off")
+            (ax.axhline if vertical else ax.axvline)(mosaic.seam - 0.5, color="white", lw=0.8)
+        return _png(fig)
+
+
+def _matrix_table(values: np.ndarray, images: list[str], classes: list[str], gt: np.ndarray) -> pd.DataFrame:
+    table = pd.DataFrame(values, columns=classes)
+    table.insert(0, "image_id", images)
+    table.insert(1, "gt", gt)
+    return table

@@ -1,0 +1,1 @@
+"""Grounding datasets: phrase, image and boxes per sample."""

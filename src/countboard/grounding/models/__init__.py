@@ -1,0 +1,1 @@
+"""Explainers: one module per backend, each a ``countboard.models.base.GroundingModel`` subclass."""

@@ -1,0 +1,94 @@
+"""GradCAM of BLIP's image-text matching (ITM) score on the text encoder's cross-attention to image patches.
+
+As in the original BLIP/ALBEF GradCAM: at one cross-attention block of the text encoder, the attention
+probabilities from text tokens to image patches are multiplied by their clamped-positive gradients of the ITM
+"match" logit, averaged over heads and over the phrase's tokens, and reshaped to the patch grid. The ITM head reads
+only the first token of the last layer, so the target block must lie below the last one for the phrase tokens'
+attention to carry gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from countboard.grounding.datasets.public import GroundingSample
+from countboard.grounding.models.gradcam import (
+    ActivationCapture,
+    pixel_batch,
+    resolve_module,
+    to_image_maps,
+    vit_geometry,
+)
+from countboard.models.base import GroundingModel
+
+#: Cross-attention block used by the BLIP/ALBEF GradCAM recipes (layer 8 of the 12-layer text encoder).
+DEFAULT_LAYER = "text_encoder.encoder.layer.8.crossattention.self"
+
+
+def cross_attention_gradcam(attn: torch.Tensor, grads: torch.Tensor, mask: torch.Tensor,
+                            grid: tuple[int, int]) -> torch.Tensor:
+    """``(B, gh, gw)`` maps from cross-attention ``attn`` and its gradient, both ``(B, heads, T, 1 + N)``.
+
+    Tokens kept by ``mask`` (``(B, T)``, 1 for the phrase's words; the first and last — [CLS]/[SEP] — dropped by
+    the caller) are averaged; the first image token (CLS) is dropped.
+
+    Example:
+        >>> a = torch.zeros(1, 1, 3, 5); a[0, 0, 1, 3] = 1.0
+        >>> cross_attention_gradcam(a, torch.ones_like(a), torch.tensor([[0, 1, 0]]), (2, 2))[0].tolist()
+        [[0.0, 0.0], [1.0, 0.0]]
+    """
+    b = attn.shape[0]
+    cam = (attn[..., 1:].float() * grads[..., 1:].float().clamp(min=0)).mean(dim=1)
+    w = mask.float()[:, :, None]
+    cam = (cam * w).sum(dim=1) / w.sum(dim=1).clamp(min=1)
+    return cam.reshape(b, *grid)
+
+
+class BlipGradCAM(GroundingModel):
+    """GradCAM maps of BLIP ITM for a ``BlipForImageTextRetrieval`` checkpoint.
+
+    Args:
+        model_id: Hub id or local directory (default ``Salesforce/blip-itm-base-coco``).
+        target_layer: Dotted path of a cross-attention ``self`` module of the text encoder.
+        batch_size: Samples per forward/backward pass.
+        device: ``"cpu"`` or ``"cuda"``.
+    """
+
+    def __init__(self, model_id: str = "Salesforce/blip-itm-base-coco", target_layer: str = DEFAULT_LAYER,
+                 batch_size: int = 4, device: str = "cpu"):
+        from transformers import AutoTokenizer, BlipForImageTextRetrieval, BlipImageProcessor
+
+        super().__init__(device)
+        self.model = BlipForImageTextRetrieval.from_pretrained(model_id).to(device).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(model_id)
+        proc = BlipImageProcessor.from_pretrained(model_id)
+        self.mean, self.std = tuple(proc.image_mean), tuple(proc.image_std)
+        self.layer = resolve_module(self.model, target_layer)
+        self.input_size, self.grid = vit_geometry(self.model.config.vision_config)
+        self.batch_size = max(int(batch_size), 1)
+
+    def _cams(self, images: list[np.ndarray], phrases: list[str]) -> torch.Tensor:
+        pixels = pixel_batch(images, self.input_size, self.mean, self.std).to(self.device)
+        text = self.tokenizer(phrases, padding=True, truncation=True, max_length=35, return_tensors="pt")
+        ids, att = text["input_ids"].to(self.device), text["attention_mask"].to(self.device)
+        self.model.zero_grad(set_to_none=True)
+        with torch.enable_grad(), ActivationCapture(self.layer, select=lambda out: out[1]) as cap:
+            out = self.model(input_ids=ids, attention_mask=att, pixel_values=pixels, use_itm_head=True)
+            out.itm_score[:, 1].sum().backward()
+        attn, grads = cap.tensors()
+        words = att.clone()
+        words[:, 0] = 0
+        words[torch.arange(len(ids)), att.sum(dim=1) - 1] = 0  # [SEP]
+        return cross_attention_gradcam(attn, grads, words, self.grid)
+
+    def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for start in range(0, len(samples), self.batch_size):
+            chunk = samples[start:start + self.batch_size]
+            images = [s.load_image() for s in chunk]
+            cams = self._cams(images, [s.phrase for s in chunk])
+            out += to_image_maps(cams, [im.shape[:2] for im in images])
+        return out

@@ -1,0 +1,143 @@
+"""GradCAM for vision-language models, and the interface every grounding model implements.
+
+The usual library for this, pytorch-grad-cam, imports torchvision at module level, and torchvision is broken in
+this environment; the few lines it would give us (a forward hook that keeps the target layer's output, a tensor
+hook that keeps its gradient, the ViT token-grid reshape) are implemented here with plain torch hooks instead.
+
+To add a grounding model: subclass ``GroundingModel`` (``heatmaps(samples)`` returns one ``(H, W)`` map per sample
+at image resolution; any scale, the metrics min-max normalise), accept ``device``, add ``conf/model/<name>.yaml``
+with ``kind: vlm``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from countboard.errors import ConfigError
+
+
+def vit_geometry(vision_config: Any) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Input size ``(H, W)`` and patch-token grid ``(rows, cols)`` of a square ViT from its config.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> vit_geometry(SimpleNamespace(image_size=224, patch_size=16))
+        ((224, 224), (14, 14))
+    """
+    size, patch = int(vision_config.image_size), int(vision_config.patch_size)
+    return (size, size), (size // patch, size // patch)
+
+
+def resolve_module(root: nn.Module, path: str) -> nn.Module:
+    """The submodule at a dotted ``path``; integer parts index lists (negative ones from the end).
+
+    Example:
+        >>> net = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), nn.Tanh()))
+        >>> type(resolve_module(net, "-1.0")).__name__
+        'ReLU'
+    """
+    module: Any = root
+    for part in path.split("."):
+        try:
+            module = module[int(part)] if part.lstrip("-").isdigit() else getattr(module, part)
+        except (AttributeError, IndexError, TypeError, KeyError):
+            raise ConfigError(f"target layer {path!r}: no submodule {part!r} in {type(module).__name__}; "
+                              "set model.target_layer to a dotted path of the model's modules") from None
+    if not isinstance(module, nn.Module):
+        raise ConfigError(f"target layer {path!r} is a {type(module).__name__}, not a module")
+    return module
+
+
+class ActivationCapture:
+    """Keeps a module's output (through ``select``) and, after ``backward``, its gradient.
+
+    Use as a context manager around one forward + backward pass; the hooks are removed on exit.
+    """
+
+    def __init__(self, module: nn.Module, select: Callable[[Any], torch.Tensor] | None = None):
+        self.module = module
+        self.select = select or (lambda out: out[0] if isinstance(out, tuple) else out)
+        self.activation: torch.Tensor | None = None
+        self.gradient: torch.Tensor | None = None
+        self._handle = None
+
+    def _hook(self, _module, _inputs, output) -> None:
+        t = self.select(output)
+        self.activation = t
+
+        def keep(grad: torch.Tensor) -> None:
+            self.gradient = grad
+
+        if t.requires_grad:
+            t.register_hook(keep)
+
+    def __enter__(self) -> ActivationCapture:
+        self._handle = self.module.register_forward_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.activation is None or self.gradient is None:
+            raise RuntimeError(f"{type(self.module).__name__} produced no activation/gradient: is the target layer "
+                               "on the path from the inputs to the score?")
+        return self.activation.detach(), self.gradient.detach()
+
+
+def token_gradcam(acts: torch.Tensor, grads: torch.Tensor, grid: tuple[int, int], prefix: int = 1) -> torch.Tensor:
+    """GradCAM of a ViT layer: drop ``prefix`` tokens (CLS), reshape tokens to ``grid``, ReLU(Σ_c w_c A_c).
+
+    ``w_c`` is the gradient averaged over the token grid (the spatial average of the original GradCAM).
+
+    Args:
+        acts: ``(B, prefix + gh*gw, C)`` layer output.
+        grads: Gradient of the score w.r.t. ``acts``, same shape.
+        grid: ``(gh, gw)``.
+
+    Returns:
+        ``(B, gh, gw)`` maps.
+
+    Example:
+        >>> a = torch.zeros(1, 5, 2); a[0, 2, 0] = 1.0
+        >>> token_gradcam(a, torch.ones(1, 5, 2), (2, 2))[0].tolist()
+        [[0.0, 1.0], [0.0, 0.0]]
+    """
+    b, n, c = acts.shape
+    gh, gw = grid
+    if n - prefix != gh * gw:
+        raise ValueError(f"{n} tokens minus {prefix} prefix tokens do not fill a {gh}x{gw} grid")
+    a = acts[:, prefix:].reshape(b, gh, gw, c).float()
+    w = grads[:, prefix:].float().mean(dim=1)
+    return torch.relu(torch.einsum("bhwc,bc->bhw", a, w))
+
+
+def to_image_maps(cams: torch.Tensor, sizes: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+    """Bilinearly upsample ``(B, gh, gw)`` maps to each image's ``(H, W)`` (float32 numpy)."""
+    out = []
+    for cam, (h, w) in zip(cams, sizes, strict=True):
+        up = nn.functional.interpolate(cam[None, None].float(), size=(int(h), int(w)), mode="bilinear",
+                                       align_corners=False)
+        out.append(up[0, 0].cpu().numpy().astype(np.float32))
+    return out
+
+
+def pixel_batch(images: Sequence[np.ndarray], size: tuple[int, int], mean: Sequence[float],
+                std: Sequence[float]) -> torch.Tensor:
+    """``(B, 3, h, w)`` model input: each image resized (bicubic) to ``size = (h, w)`` without cropping, so the
+    activation grid covers the whole image, then scaled to ``[0, 1]`` and normalised with ``mean``/``std``."""
+    from PIL import Image
+
+    h, w = size
+    arrays = [np.asarray(Image.fromarray(np.asarray(im, dtype=np.uint8)).convert("RGB")
+                         .resize((w, h), Image.Resampling.BICUBIC), dtype=np.float32) / 255.0 for im in images]
+    x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2)
+    m = torch.tensor(list(mean), dtype=torch.float32)[None, :, None, None]
+    s = torch.tensor(list(std), dtype=torch.float32)[None, :, None, None]
+    return (x - m) / s

@@ -1,0 +1,1 @@
+"""Prompt sets of the numeracy protocol: the GeckoNum release and prompt templates."""

@@ -1,0 +1,374 @@
+"""Numerical prompts for text-to-image generators: GeckoNum's set and a template generator for the 12 types.
+
+A ``PromptSpec`` is one prompt with its entities (noun and number as in GeckoNum's ``entities`` column), the
+exact counts it asks for (types of Task 1 and ``part-whole``) and one count question per entity. ``from_geckonum``
+converts GeckoNum's ``prompts.csv``; ``generate_prompts`` fills the templates of the paper's Table 1 with the
+words, numbers, colours and relations of its Tables A1-A2, or with any nouns given (for example the shape classes
+of the synthetic dataset, which the procedural generator can draw).
+
+Example:
+    >>> specs = generate_prompts(["2-additive"], n_per_type=1, nouns=["red circle", "blue square"], seed=0)
+    >>> specs[0].counts == {e.noun: int(e.number) for e in specs[0].entities}
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from countboard.errors import ConfigError
+
+#: Table A1: nouns of Task 1, frequent and rare by word frequency.
+FREQUENT_NOUNS = ("apple", "egg", "burger", "cookie", "pizza", "dog", "fish", "cat", "ant", "fly", "tree", "leaf",
+                  "flower", "coconut", "olive", "table", "book", "bottle", "spoon", "pencil", "chocolate")  # fmt: skip
+RARE_NOUNS = ("lychee", "parsnip", "samosa", "cinnamon stick", "axolotl", "seahorse", "kangaroo", "koala", "manatee",
+              "mushroom", "durian", "bonsai", "pistachio", "okra", "crib", "paperclip", "flute", "trowel",
+              "corkscrew")  # fmt: skip
+#: Colours and nouns of the colour prompts, relations of the spatial prompts, sentence frames (from prompts.csv).
+COLORS = ("black", "white", "red", "green")
+COLOR_NOUNS = ("apple", "cat", "koala", "mushroom", "bottle")
+RELATIONS = (("to the left of", "to the right of"), ("above", "below"))
+SENTENCE_FRAMES = ("There {verb} {num} {noun}.", "There {verb} {num} {noun} in this image.",
+                   "An image showing {num} {noun}.", "A picture of {num} {noun}.")  # fmt: skip
+#: Table A2: numbers of each exact type.
+NUMBER_RANGES = {
+    "numeric_simple": range(1, 11),
+    "numeric_sentence": range(1, 6),
+    "2-additive": range(1, 6),
+    "3-additive": range(1, 6),
+    "attribute-color": range(1, 5),
+    "2-additive-color": range(1, 9),
+    "attribute-spatial": range(1, 6),
+    "part-whole": range(1, 6),
+}
+APPROX_SCENES = (("flower", "vase", "in"), ("candle", "cake", "on"), ("plate", "table", "on"), ("book", "shelf", "on"),
+                 ("page", "book", "in"), ("seed", "watermelon", "in"), ("olive", "plate", "on"))  # fmt: skip
+APPROX_1 = {"no": "no", "few": "only a few", "many": "many"}
+APPROX_2 = {"fewer": "fewer {a} than {b}", "as many": "as many {a} as {b}", "more": "more {a} than {b}"}
+FRACTION_OBJECTS = ("loaf of bread", "apple", "cake", "pizza")
+FRACTIONS = {"1.5": "half", "1.25": "quarter"}
+PART_WHOLE_OBJECTS = ("fork", "pencil", "plate")
+FRACTIONAL_COMPLEX_OBJECTS = ("pencil", "banana")
+
+#: Prompt types whose entities have exact counts (countable by a counter).
+EXACT_TYPES = tuple(NUMBER_RANGES)
+ALL_TYPES = (*EXACT_TYPES[:-1], "approx-1-entity", "approx-2-entity", "fractional-simple", "fractional-complex",
+             "part-whole")  # fmt: skip
+
+_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_IRREGULAR = {"fish": "fish", "leaf": "leaves", "loaf of bread": "loaves of bread", "grain of rice": "grains of rice",
+              "shelf": "shelves", "knife": "knives"}  # fmt: skip
+
+
+def plural(noun: str) -> str:
+    """English plural of a noun phrase (last word inflected; a few irregular nouns listed).
+
+    Example:
+        >>> plural("fly"), plural("black koala"), plural("fish"), plural("red circle"), plural("peach")
+        ('flies', 'black koalas', 'fish', 'red circles', 'peaches')
+    """
+    if noun in _IRREGULAR:
+        return _IRREGULAR[noun]
+    head, _, last = noun.rpartition(" ")
+    if last in _IRREGULAR:
+        word = _IRREGULAR[last]
+    elif last.endswith("y") and last[-2:-1] not in "aeiou":
+        word = last[:-1] + "ies"
+    elif last.endswith(("s", "x", "z", "ch", "sh")):
+        word = last + "es"
+    else:
+        word = last + "s"
+    return f"{head} {word}" if head else word
+
+
+def singular(noun: str) -> str:
+    """Inverse of ``plural`` for the nouns used here (e.g. the shape class ``"red circles"`` -> ``"red circle"``)."""
+    for s, p in _IRREGULAR.items():
+        if noun == p or noun.endswith(" " + p):
+            return noun[: len(noun) - len(p)] + s
+    for ending, repl in (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("ses", "s"), ("s", "")):
+        if noun.endswith(ending):
+            return noun[: len(noun) - len(ending)] + repl
+    return noun
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A noun of a prompt and its number as written in GeckoNum's ``entities`` ("3", "few", "1.5", …)."""
+
+    noun: str
+    number: str
+
+    @property
+    def count(self) -> int | None:
+        """The exact count asked for, or None (approximate quantities, fractions)."""
+        return int(self.number) if self.number.isdigit() else None
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """One prompt with its entities; ``counts`` and ``questions`` are defined for exact types."""
+
+    prompt_id: int
+    prompt: str
+    prompt_type: str
+    entities: tuple[Entity, ...]
+    has_numeral: bool = False
+    is_frequent: int = -1
+
+    @property
+    def exact(self) -> bool:
+        return self.prompt_type in EXACT_TYPES and all(e.count is not None for e in self.entities)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Noun -> count for exact prompts (empty otherwise)."""
+        return {e.noun: int(e.count) for e in self.entities} if self.exact else {}
+
+    def questions(self) -> list[str]:
+        """One "How many <nouns> are in the image?" question per entity (GeckoNum Task 1 wording)."""
+        return [f"How many {plural(e.noun)} are in the image?" for e in self.entities]
+
+
+def from_geckonum(prompts: pd.DataFrame, types: Iterable[str] | None = None) -> list[PromptSpec]:
+    """``PromptSpec`` of each row of ``read_prompts`` output (optionally only some prompt types)."""
+    keep = set(types) if types is not None else None
+    out = []
+    for pid, row in prompts.iterrows():
+        if keep is not None and row["prompt_type"] not in keep:
+            continue
+        ents = tuple(Entity(n, v) for n, v in row["entities"])
+        out.append(PromptSpec(int(pid), row["prompt"], row["prompt_type"], ents, bool(row["has_numeral"]),
+                              int(row["is_frequent"])))  # fmt: skip
+    return out
+
+
+def to_frame(specs: Sequence[PromptSpec]) -> pd.DataFrame:
+    """Prompts in GeckoNum's ``prompts.csv`` layout (``entities`` as ``noun:number`` text)."""
+    return pd.DataFrame(
+        {
+            "index": [s.prompt_id for s in specs],
+            "prompt": [s.prompt for s in specs],
+            "has_numeral": [int(s.has_numeral) for s in specs],
+            "is_frequent": [s.is_frequent for s in specs],
+            "entities": [",".join(f"{e.noun}:{e.number}" for e in s.entities) for s in specs],
+            "prompt_type": [s.prompt_type for s in specs],
+            "dataset_id": [f"geckonum_{s.prompt_id:05d}" for s in specs],
+        }
+    )
+
+
+class _Writer:
+    """Numbers as digits or words, and nouns, for one prompt."""
+
+    def __init__(self, rng: np.random.Generator, words_prob: float):
+        self.rng, self.words_prob, self.used_words = rng, words_prob, False
+
+    def num(self, n: int, capital: bool = False) -> str:
+        if n <= 10 and self.rng.random() < self.words_prob:
+            self.used_words = True
+            word = _WORDS[n]
+            return word.capitalize() if capital else word
+        return str(n)
+
+    @staticmethod
+    def noun(noun: str, n: int) -> str:
+        return noun if n == 1 else plural(noun)
+
+
+def _exact_prompt(kind: str, nouns: Sequence[str], nums: Sequence[int], w: _Writer, rng) -> tuple[str, list]:
+    if kind == "numeric_simple" or kind == "attribute-color":
+        return f"{w.num(nums[0], True)} {w.noun(nouns[0], nums[0])}.", [(nouns[0], nums[0])]
+    if kind == "numeric_sentence":
+        frame = SENTENCE_FRAMES[int(rng.integers(len(SENTENCE_FRAMES)))]
+        text = frame.format(
+            verb="is" if nums[0] == 1 else "are", num=w.num(nums[0]), noun=w.noun(nouns[0], nums[0])
+        )
+        return text, [(nouns[0], nums[0])]
+    if kind in ("2-additive", "2-additive-color"):
+        a, b = (
+            f"{w.num(n, i == 0)} {w.noun(x, n)}"
+            for i, (x, n) in enumerate(zip(nouns[:2], nums[:2], strict=True))
+        )
+        return f"{a} and {b}.", list(zip(nouns[:2], nums[:2], strict=True))
+    if kind == "3-additive":
+        a, b, c = (
+            f"{w.num(n, i == 0)} {w.noun(x, n)}" for i, (x, n) in enumerate(zip(nouns, nums, strict=True))
+        )
+        return f"{a}, {b} and {c}.", list(zip(nouns[:3], nums[:3], strict=True))
+    if kind == "attribute-spatial":
+        pair = RELATIONS[int(rng.integers(len(RELATIONS)))]
+        rel = pair[int(rng.integers(2))]
+        verb = "is" if nums[0] == 1 else "are"
+        text = (f"There {verb} {w.num(nums[0])} {w.noun(nouns[0], nums[0])} {rel} "
+                f"{w.num(nums[1])} {w.noun(nouns[1], nums[1])}.")  # fmt: skip
+        return text, list(zip(nouns[:2], nums[:2], strict=True))
+    if kind == "part-whole":
+        n, x = nums[0], nouns[0]
+        w.used_words = True  # "two pieces"
+        tail = "but it is broken into two pieces" if n == 1 else f"but one {x} is broken into two pieces"
+        return f"There {'is' if n == 1 else 'are'} {w.num(n)} {w.noun(x, n)} on the table, {tail}.", [(x, n)]
+    raise ConfigError(f"prompt type {kind!r} has no exact template")
+
+
+def _approx_prompt(kind: str, rng: np.random.Generator, nouns: Sequence[str]) -> tuple[str, list]:
+    if kind == "approx-1-entity":
+        item, holder, prep = APPROX_SCENES[int(rng.integers(len(APPROX_SCENES)))]
+        key = list(APPROX_1)[int(rng.integers(3))]
+        return (f"An image of a {holder}. There are {APPROX_1[key]} {plural(item)} {prep} the {holder}.",
+                [(item, key), (holder, "1")])  # fmt: skip
+    if kind == "approx-2-entity":
+        a, b = plural(nouns[0]), plural(nouns[1])
+        key = list(APPROX_2)[int(rng.integers(3))]
+        text = f"An image with some {a} and some {b}. There are {APPROX_2[key].format(a=a, b=b)}."
+        return text, [(nouns[0], key), (nouns[1], "X")]
+    if kind == "fractional-simple":
+        obj = FRACTION_OBJECTS[int(rng.integers(len(FRACTION_OBJECTS)))]
+        whole = int(rng.integers(1, 4))
+        frac = list(FRACTIONS)[int(rng.integers(2))]
+        verb = "is" if whole == 1 else "are"
+        text = (f"There {verb} {_WORDS[whole]} {obj if whole == 1 else plural(obj)} and {FRACTIONS[frac]} of "
+                f"another {obj.split()[0]} on the table.")  # fmt: skip
+        return text, [(obj, str(whole + float(frac) - 1))]
+    if kind == "fractional-complex":
+        obj = FRACTIONAL_COMPLEX_OBJECTS[int(rng.integers(len(FRACTIONAL_COMPLEX_OBJECTS)))]
+        return f"A {obj} is cut into two pieces. One piece is twice the size of the other.", [
+            (obj, "1/3+2/3")
+        ]
+    raise ConfigError(f"unknown prompt type {kind!r}; known: {', '.join(ALL_TYPES)}")
+
+
+def _nouns_for(kind: str, nouns: Sequence[str] | None, rng: np.random.Generator) -> list[str]:
+    if kind == "part-whole" and nouns is None:
+        pool = PART_WHOLE_OBJECTS
+    elif kind in ("attribute-color", "2-additive-color") and nouns is None:
+        color = COLORS[int(rng.integers(len(COLORS)))]
+        return [f"{color} {x}" for x in rng.choice(COLOR_NOUNS, size=2, replace=False)]
+    else:
+        pool = nouns if nouns is not None else FREQUENT_NOUNS + RARE_NOUNS
+    k = min(3, len(pool))
+    return [str(x) for x in rng.choice(np.asarray(pool, dtype=object), size=k, replace=False)]
+
+
+def generate_prompts(
+    types: Iterable[str] = ALL_TYPES,
+    n_per_type: int = 10,
+    nouns: Sequence[str] | None = None,
+    numbers: Sequence[int] | None = None,
+    words_prob: float = 0.5,
+    seed: int = 0,
+    first_id: int = 0,
+) -> list[PromptSpec]:
+    """Prompts filled into the templates of GeckoNum's Table 1, deterministic from ``seed``.
+
+    Args:
+        types: Prompt types (``ALL_TYPES``).
+        n_per_type: Prompts per type.
+        nouns: Singular nouns to use instead of the paper's (colour types then use them as they are, e.g. shape
+            classes "red circle"); approx-1-entity, fractional types keep their own scenes.
+        numbers: Numbers to draw from instead of each type's range of Table A2.
+        words_prob: Probability of writing a number 0-10 as a word.
+        seed: Seed of all random choices.
+        first_id: ``prompt_id`` of the first prompt.
+    """
+    rng = np.random.default_rng(seed)
+    specs: list[PromptSpec] = []
+    for kind in types:
+        if kind not in ALL_TYPES:
+            raise ConfigError(f"unknown prompt type {kind!r}; known: {', '.join(ALL_TYPES)}")
+        for _ in range(n_per_type):
+            chosen = _nouns_for(kind, nouns, rng)
+            w = _Writer(rng, words_prob)
+            if kind in EXACT_TYPES:
+                pool = list(numbers if numbers is not None else NUMBER_RANGES[kind])
+                nums = [int(x) for x in rng.choice(pool, size=3)]
+                text, ents = _exact_prompt(kind, chosen, nums, w, rng)
+            else:
+                text, ents = _approx_prompt(kind, rng, chosen)
+            frequent = -1
+            if kind == "numeric_simple" and nouns is None:
+                frequent = int(chosen[0] in FREQUENT_NOUNS)
+            entities = tuple(Entity(n, str(v)) for n, v in ents)
+            specs.append(PromptSpec(first_id + len(specs), text, kind, entities, w.used_words, frequent))
+    return specs
+
+
+def specs_frame(specs: Sequence[PromptSpec]) -> pd.DataFrame:
+    """Prompts in the shape ``read_prompts`` returns (index ``prompt_id``), for scoring annotations of them."""
+    from countboard.numeracy.release import PROMPT_TYPES_BY_TASK
+
+    task_of = {t: k for k, ts in PROMPT_TYPES_BY_TASK.items() for t in ts}
+    return pd.DataFrame(
+        {
+            "prompt": [s.prompt for s in specs],
+            "prompt_type": [s.prompt_type for s in specs],
+            "dataset_id": [f"geckonum_{s.prompt_id:05d}" for s in specs],
+            "has_numeral": [s.has_numeral for s in specs],
+            "is_frequent": [s.is_frequent for s in specs],
+            "entities": [[(e.noun, e.number) for e in s.entities] for s in specs],
+            "task": [task_of[s.prompt_type] for s in specs],
+        },
+        index=pd.Index([s.prompt_id for s in specs], name="prompt_id"),
+    )
+
+
+class PromptSet:
+    """A list of ``PromptSpec`` with lookup by id: what the generator tasks take as their dataset."""
+
+    def __init__(self, specs: Sequence[PromptSpec]):
+        ids = [s.prompt_id for s in specs]
+        if len(set(ids)) != len(ids):
+            raise ConfigError("prompt ids must be unique within a prompt set")
+        self.specs = list(specs)
+        self.by_id = {s.prompt_id: s for s in self.specs}
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def frame(self) -> pd.DataFrame:
+        return specs_frame(self.specs)
+
+
+class GeckoNumPromptSet(PromptSet):
+    """GeckoNum's ``prompts.csv`` (by default the exact-count prompts of Task 1).
+
+    Args:
+        root: Folder with ``prompts.csv`` (``${data_dir}/geckonum``).
+        types: Prompt types to keep (default: the seven types of Task 1).
+        max_prompts: Keep the first N prompts after filtering.
+    """
+
+    def __init__(self, root: str, types: Sequence[str] | None = None, max_prompts: int | None = None):
+        from countboard.numeracy.release import PROMPT_TYPES_BY_TASK, read_prompts
+
+        specs = from_geckonum(read_prompts(root), types if types is not None else PROMPT_TYPES_BY_TASK[1])
+        super().__init__(specs[:max_prompts] if max_prompts is not None else specs)
+
+
+class TemplatePromptSet(PromptSet):
+    """Prompts from ``generate_prompts``; ``shape_classes=True`` uses the synthetic-shapes classes as nouns.
+
+    Args:
+        types: Prompt types.
+        n_per_type: Prompts per type.
+        nouns: Nouns to use (singular); default the paper's, or the shape classes.
+        shape_classes: Use the first ``n_classes`` synthetic-shapes classes as nouns (drawable by the procedural
+            generator).
+        n_classes: How many shape classes.
+        numbers: Numbers to draw from (default each type's range).
+        words_prob: Probability of writing a number as a word.
+        seed: Seed of the template choices.
+    """
+
+    def __init__(self, types: Sequence[str] = EXACT_TYPES[:4], n_per_type: int = 10, nouns: Sequence[str] | None = None,
+                 shape_classes: bool = False, n_classes: int = 10, numbers: Sequence[int] | None = None,
+                 words_prob: float = 0.5, seed: int = 0):  # fmt: skip
+        if shape_classes:
+            from countboard.counting.datasets.synthetic_shapes import SHAPE_CLASSES
+
+            nouns = [singular(c) for c in list(SHAPE_CLASSES)[:n_classes]]
+        super().__init__(generate_prompts(types, n_per_type, nouns, numbers, words_prob, seed))

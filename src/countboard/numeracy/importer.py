@@ -1,0 +1,237 @@
+"""GeckoNum's human study as results: log's human study as one MLflow run per (generator, task).
+
+Each run is tagged ``model=<generator>``, ``model_kind=generator``, ``task=geckonum_human_t<n>``,
+``dataset=geckonum``, ``family=generators`` and a ``config_hash`` of the input files and scoring options, so that
+importing the same files again is skipped. Metrics are those of ``geckonum_summary``; per-unit scores go to
+``samples.parquet``, breakdowns to ``tables/*.parquet``, the Task 1 number confusion matrix also to
+``figures/number_confusion.png``, and the rows left out to ``problems.json``.
+
+The command is ``countboard import-geckonum`` (``countboard.commands.import_geckonum``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from countboard.numeracy.release import (
+    GENERATORS,
+    annotation_digests,
+    list_annotation_files,
+    read_annotations,
+    read_prompts,
+)
+from countboard.numeracy.scoring import ImportProblem, score_annotations
+from countboard.numeracy.summary import confusion_figure, summarize_units
+
+log = logging.getLogger("countboard")
+
+DATASET = "geckonum"
+FAMILY = "generators"
+#: Bump when scoring changes, so that a re-import logs new runs instead of skipping.
+SCORING_VERSION = "1"
+
+
+def task_name(task: int) -> str:
+    """The ``task`` tag of imported human-study runs, e.g. ``geckonum_human_t1``."""
+    return f"geckonum_human_t{task}"
+
+
+@dataclass
+class ImportOptions:
+    """How to score the annotations (all of it goes into ``config_hash``)."""
+
+    tasks: Sequence[int] = (1, 2, 3)
+    generators: Sequence[str] | None = None
+    ties: str = "any"
+    n_boot: int = 2000
+    seed: int = 0
+
+
+@dataclass
+class ImportedRun:
+    """Everything one (generator, task) run logs."""
+
+    generator: str
+    task: int
+    tags: dict[str, str]
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    tables: dict[str, pd.DataFrame]
+    samples: pd.DataFrame
+    problems: list[ImportProblem] = field(default_factory=list)
+
+
+@dataclass
+class ImportReport:
+    """What ``import_geckonum`` did."""
+
+    logged: list[tuple[str, str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[ImportProblem] = field(default_factory=list)
+
+
+def _generator_of_file(name: str) -> str:
+    return Path(name).stem.split("_", 2)[2]
+
+
+def _config_hash(digest: str, prompts_digest: str, generator: str, task: int, opts: ImportOptions) -> str:
+    blob = json.dumps(
+        {
+            "files": digest,
+            "prompts": prompts_digest,
+            "generator": generator,
+            "task": task,
+            "ties": opts.ties,
+            "n_boot": opts.n_boot,
+            "seed": opts.seed,
+            "scoring": SCORING_VERSION,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def build_runs(
+    annotations: str | Path, prompts_path: str | Path, opts: ImportOptions | None = None
+) -> tuple[list[ImportedRun], list[ImportProblem]]:
+    """Score every (generator, task) of the annotations; nothing is logged.
+
+    Args:
+        annotations: The release zip or a folder of ``task_<n>_<generator>.csv`` files.
+        prompts_path: ``prompts.csv`` or its folder.
+        opts: Tasks, allowed generator names (default: the seven of the study plus none), tie rule, bootstrap.
+
+    Returns:
+        The runs, and every row left out (file, line, why).
+    """
+    opts = opts or ImportOptions()
+    prompts = read_prompts(prompts_path)
+    prompts_file = Path(prompts_path) if Path(prompts_path).is_file() else Path(prompts_path) / "prompts.csv"
+    prompts_digest = hashlib.sha256(prompts_file.read_bytes()).hexdigest()
+    allowed = list(GENERATORS if opts.generators is None else opts.generators)
+    runs: list[ImportedRun] = []
+    problems: list[ImportProblem] = []
+    for task in opts.tasks:
+        if not list_annotation_files(annotations, task):
+            continue
+        digests = annotation_digests(annotations, task)
+        scored = score_annotations(read_annotations(annotations, task), prompts, task, allowed, opts.ties)
+        problems += scored.problems
+        per_file = Counter(_generator_of_file(p.file) for p in scored.problems)
+        for generator, units in scored.units.groupby("model", sort=True):
+            summary = summarize_units(units, task, n_boot=opts.n_boot, seed=opts.seed)
+            files = sorted(f for f in digests if _generator_of_file(f) == generator)
+            digest = ";".join(f"{f}={digests[f]}" for f in files)
+            metrics = dict(summary.metrics)
+            metrics["numeracy_n_skipped_rows"] = float(per_file.get(generator, 0))
+            tags = {
+                "model": generator,
+                "model_kind": "generator",
+                "task": task_name(task),
+                "dataset": DATASET,
+                "family": FAMILY,
+                "config_hash": _config_hash(digest, prompts_digest, generator, task, opts),
+                "source": "human_annotations",
+            }
+            params = {
+                "annotations": str(Path(annotations).resolve()),
+                "files": ",".join(files),
+                "prompts": str(prompts_file.resolve()),
+                "ties": opts.ties,
+                "n_boot": opts.n_boot,
+                "seed": opts.seed,
+                "scoring_version": SCORING_VERSION,
+            }
+            tables = {k: v for k, v in summary.tables.items() if k != "units"}
+            gen_problems = [p for p in scored.problems if _generator_of_file(p.file) == generator]
+            runs.append(
+                ImportedRun(
+                    generator, task, tags, params, metrics, tables, summary.tables["units"], gen_problems
+                )
+            )
+    return runs, problems
+
+
+def _write_artifacts(run: ImportedRun, root: Path) -> None:
+    samples = run.samples.copy()
+    for c in samples.columns:
+        if samples[c].dtype == object or isinstance(samples[c].dtype, pd.CategoricalDtype):
+            samples[c] = samples[c].astype(str)
+    samples.to_parquet(root / "samples.parquet", index=False)
+    (root / "tables").mkdir()
+    for name, table in run.tables.items():
+        table.to_parquet(root / "tables" / f"{name}.parquet", index=False)
+    if "number_confusion" in run.tables:
+        (root / "figures").mkdir()
+        fig = confusion_figure(run.tables["number_confusion"], f"{run.generator}: numeric-simple prompts")
+        fig.save(root / "figures" / "number_confusion.png")
+    problems = [{"file": p.file, "line": p.line, "message": p.message} for p in run.problems]
+    (root / "problems.json").write_text(json.dumps(problems, indent=1))
+
+
+def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool = False) -> ImportReport:
+    """Log each run with ``tracker.log_complete_run``; runs with a finished twin (same ``config_hash``) are skipped."""
+    report = ImportReport()
+    experiment_id = tracker.experiment_id(experiment)
+    for run in runs:
+        twins = tracker.find_runs(experiment_id, {"config_hash": run.tags["config_hash"]})
+        if not force and any(r.status == "FINISHED" for r in twins):
+            report.skipped.append((run.generator, run.tags["task"]))
+            continue
+        name = f"model={run.generator},dataset={DATASET},task={run.tags['task']}"
+        with tempfile.TemporaryDirectory() as tmp:
+            _write_artifacts(run, Path(tmp))
+            run_id = tracker.log_complete_run(
+                experiment,
+                name,
+                run.tags,
+                params=run.params,
+                metrics=run.metrics,
+                artifacts_dir=tmp,
+                force=True,
+            )
+        report.logged.append((run.generator, run.tags["task"], run_id))
+    return report
+
+
+def tracker_for_store(store: str | None):
+    """A ``Tracker`` for ``--store``: a tracking URI, a store directory or its ``mlflow.db`` (default ./mlruns)."""
+    import os
+
+    from countboard.tracking import tracker_from_config
+
+    store = store or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
+    if "://" in store and not store.startswith("sqlite:"):
+        return tracker_from_config({"kind": "server", "uri": store})
+    if store.startswith("sqlite:///"):
+        store = store[len("sqlite:///") :]
+    path = Path(store).expanduser()
+    return tracker_from_config(
+        {"kind": "local", "store_dir": str(path.parent if path.suffix == ".db" else path)}
+    )
+
+
+def import_geckonum(
+    annotations: str | Path,
+    prompts_path: str | Path,
+    tracker,
+    experiment: str = "countboard",
+    opts: ImportOptions | None = None,
+    force: bool = False,
+) -> ImportReport:
+    """Score and log the human study (see the module docstring); returns what was logged, skipped and left out."""
+    tracker.check()
+    runs, problems = build_runs(annotations, prompts_path, opts)
+    report = log_runs(runs, tracker, experiment, force)
+    report.problems = problems
+    return report

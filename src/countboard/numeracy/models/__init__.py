@@ -1,0 +1,1 @@
+"""Image generators: one module per backend, each a ``countboard.models.base.Generator`` subclass."""

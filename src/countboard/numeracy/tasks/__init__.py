@@ -1,0 +1,1 @@
+"""Numeracy protocols: automatic evaluation of generated images, corrected by BCC."""

@@ -1,0 +1,357 @@
+"""``geckonum_autoeval``: a generator's numeracy judged by a counter, corrected with human labels (BCC).
+
+Units are images, one per exact-count prompt × seed. Each image is generated (or read back from ``image_dir``),
+then the evaluator (any ``Counter``) answers "how many <noun>?" for every entity of its prompt; the image is a
+success for the evaluator (classify and count, CC) when every rounded count equals the prompt's number. A random
+subset of ``n_human`` images carries a human label of the same kind, simulated (for generators that know what
+they drew: a person who miscounts an entity with probability ``human_error``) or read from annotations in
+GeckoNum's Task 1 CSV layout (imported, or exported by the annotation page). Bayesian classify and count
+(``countboard.quantify``) corrects the CC rate for the evaluator's true- and false-positive rates measured on
+that subset, overall and per prompt type.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from countboard.errors import ConfigError
+from countboard.items import ImageItem
+from countboard.models.base import GeneratedImage, Generator, image_id
+from countboard.numeracy.datasets.prompts import PromptSet, PromptSpec, plural
+from countboard.numeracy.release import read_annotations
+from countboard.numeracy.scoring import score_annotations
+from countboard.results import RunContext, Task, TaskResult
+
+META_KEYS = ("name", "kind", "display_name", "description")
+ANNOTATION_COLUMNS = ["image_id", "prompt_id", "seed", "prompt", "prompt_type", "nouns", "questions"]
+SIMULATED = "simulated"
+
+
+def parse_unit(unit_id: str) -> tuple[int, int]:
+    """``(prompt_id, seed)`` of a unit id ``geckonum_<prompt_id>_<seed>``."""
+    *_, pid, seed = unit_id.split("_")
+    return int(pid), int(seed)
+
+
+def sample_units(unit_ids: Sequence[str], n: int, seed: int, salt: int) -> list[str]:
+    """A seeded random subset of ``n`` unit ids (all when fewer), in the order of ``unit_ids``.
+
+    Example:
+        >>> sample_units(["a", "b", "c"], 5, 0, 1)
+        ['a', 'b', 'c']
+    """
+    ids = sorted(unit_ids)
+    if n >= len(ids):
+        return sorted(unit_ids, key=list(unit_ids).index)
+    rng = np.random.default_rng([seed, salt])
+    keep = set(np.asarray(ids)[rng.choice(len(ids), size=n, replace=False)])
+    return [u for u in unit_ids if u in keep]
+
+
+def simulate_human(
+    targets: Sequence[int], drawn: Sequence[int], error: float, rng: np.random.Generator
+) -> int:
+    """1 when a simulated person's counts of every entity equal the prompt's numbers.
+
+    The person reports the drawn count, off by one (either way) with probability ``error`` per entity.
+
+    Example:
+        >>> simulate_human([2, 3], [2, 3], 0.0, np.random.default_rng(0))
+        1
+    """
+    reported = [d + (int(rng.choice((-1, 1))) if rng.random() < error else 0) for d in drawn]
+    return int(all(r == t for r, t in zip(reported, targets, strict=True)))
+
+
+class GeckoNumAutoEval(Task):
+    """Auto-evaluated numeracy of a generator with BCC correction (see the module docstring).
+
+    Args:
+        evaluator: Config node of the counter (``_target_`` plus its keys; ``name`` tags the run).
+        seeds: Generation seeds per prompt.
+        n_human: Images with a human label (a seeded random subset of the units).
+        human_labels: ``"simulated"``, or a zip / folder with ``task_1_<generator>.csv`` in GeckoNum's layout.
+        human_generator: The generator name in those CSVs (the model's config name).
+        human_error: Per-entity miscount probability of the simulated person.
+        n_annotate: Images packed for the annotation page (``files/annotation_images.zip``).
+        image_dir: Folder where images are written and read back, so reruns and other evaluators reuse them.
+        bcc_draws: Posterior draws per chain of BCC.
+        bcc_chains: Chains of BCC.
+        sample_seed: Seed of the human and annotation subsets.
+    """
+
+    name = "geckonum_autoeval"
+    family = "generator_autoeval"
+
+    def __init__(self, evaluator: dict[str, Any], seeds: Sequence[int] = (0,), n_human: int = 100,
+                 human_labels: str = SIMULATED, human_generator: str | None = None, human_error: float = 0.02,
+                 n_annotate: int = 100, image_dir: str | None = None, bcc_draws: int = 500, bcc_chains: int = 2,
+                 sample_seed: int = 0):  # fmt: skip
+        if not isinstance(evaluator, dict):
+            from omegaconf import OmegaConf
+
+            evaluator = OmegaConf.to_container(evaluator, resolve=True)
+        if "_target_" not in evaluator:
+            raise ConfigError(
+                "task.evaluator needs a `_target_` (a Counter class), e.g. a model config of kind counter"
+            )
+        self.evaluator_cfg = dict(evaluator)
+        self.evaluator_name = str(evaluator.get("name", evaluator["_target_"].rsplit(".", 1)[-1]))
+        self.seeds = [int(s) for s in seeds]
+        self.n_human, self.human_labels, self.human_generator = (
+            int(n_human),
+            str(human_labels),
+            human_generator,
+        )
+        self.human_error, self.n_annotate = float(human_error), int(n_annotate)
+        self.image_dir = Path(image_dir) if image_dir else None
+        self.bcc_draws, self.bcc_chains, self.sample_seed = int(bcc_draws), int(bcc_chains), int(sample_seed)
+        self._evaluator = None
+
+    def evaluator(self, device: str):
+        """The counter, built on first use on ``device``."""
+        if self._evaluator is None:
+            from hydra.utils import instantiate
+
+            node = {k: v for k, v in self.evaluator_cfg.items() if k not in META_KEYS}
+            self._evaluator = instantiate(node, device=device, _convert_="all")
+        return self._evaluator
+
+    def units(self, model: Generator, dataset: PromptSet, ctx: RunContext) -> list[str]:
+        return [image_id(s.prompt_id, seed) for s in dataset.specs if s.exact for seed in self.seeds]
+
+    def _cached(self, spec: PromptSpec, seed: int) -> GeneratedImage | None:
+        if self.image_dir is None:
+            return None
+        path = self.image_dir / f"{image_id(spec.prompt_id, seed)}.png"
+        if not path.is_file():
+            return None
+        side = (
+            json.loads(path.with_suffix(".json").read_text()) if path.with_suffix(".json").is_file() else {}
+        )
+        points = {
+            k: np.asarray(v, dtype=np.float64).reshape(-1, 2) for k, v in side.get("points", {}).items()
+        }
+        return GeneratedImage(spec, seed, np.asarray(Image.open(path).convert("RGB")), side.get("drawn"),
+                              {"points": points})  # fmt: skip
+
+    def _store(self, im: GeneratedImage) -> None:
+        if self.image_dir is None:
+            return
+        self.image_dir.mkdir(parents=True, exist_ok=True)
+        path = self.image_dir / f"{im.image_id}.png"
+        Image.fromarray(im.image).save(path)
+        points = {k: np.asarray(v).tolist() for k, v in im.meta.get("points", {}).items()}
+        path.with_suffix(".json").write_text(json.dumps({"drawn": im.drawn_counts, "points": points}))
+
+    def images(
+        self, model: Generator, dataset: PromptSet, unit_ids: Sequence[str]
+    ) -> dict[str, GeneratedImage]:
+        """Generated (or cached) images of the units, generated in batches of the model's ``batch_size``."""
+        out: dict[str, GeneratedImage] = {}
+        todo: list[tuple[PromptSpec, int]] = []
+        for u in unit_ids:
+            pid, seed = parse_unit(u)
+            spec = dataset.by_id[pid]
+            cached = self._cached(spec, seed)
+            if cached is not None:
+                out[u] = cached
+            else:
+                todo.append((spec, seed))
+        for start in range(0, len(todo), model.batch_size):
+            chunk = todo[start : start + model.batch_size]
+            for im in model.generate_batch([p for p, _ in chunk], [s for _, s in chunk]):
+                self._store(im)
+                out[im.image_id] = im
+        return out
+
+    def run_units(
+        self, model: Generator, dataset: PromptSet, unit_ids: Sequence[str], ctx: RunContext
+    ) -> list[dict]:
+        try:
+            images = self.images(model, dataset, unit_ids)
+        except ValueError as exc:  # one bad prompt: fall back to one unit at a time so the others still run
+            if len(unit_ids) == 1:
+                return [{"unit_id": unit_ids[0], "error": str(exc)}]
+            return [r for u in unit_ids for r in self.run_units(model, dataset, [u], ctx)]
+        items, prompts, owners = [], [], []
+        for u in unit_ids:
+            im = images[u]
+            item = ImageItem(u, im.image, points=im.meta.get("points", {}))
+            for e in im.prompt.entities:
+                items.append(item)
+                prompts.append(plural(e.noun))
+                owners.append(u)
+        counts = self.evaluator(ctx.device).count(items, prompts) if items else np.zeros(0)
+        records = []
+        for u in unit_ids:
+            im = images[u]
+            spec = im.prompt
+            got = [float(c) for c, o in zip(counts, owners, strict=True) if o == u]
+            targets = [int(e.count) for e in spec.entities]
+            rec = {
+                "unit_id": u, "prompt_id": spec.prompt_id, "seed": im.seed, "prompt_type": spec.prompt_type,
+                "prompt": spec.prompt, "nouns": json.dumps([e.noun for e in spec.entities]),
+                "targets": json.dumps(targets), "evaluator_counts": json.dumps(got),
+                "cc_success": int(all(round(c) == t for c, t in zip(got, targets, strict=True))),
+            }  # fmt: skip
+            if im.drawn_counts is not None:
+                drawn = [int(im.drawn_counts[e.noun]) for e in spec.entities]
+                rec["drawn"] = json.dumps(drawn)
+                rec["true_success"] = int(drawn == targets)
+            records.append(rec)
+        return records
+
+    def summarize(
+        self, records: pd.DataFrame, model: Generator, dataset: PromptSet, ctx: RunContext
+    ) -> TaskResult:
+        units = records.sort_values("unit_id").reset_index(drop=True)
+        units["human"] = self.human_column(units, dataset)
+        cells = bcc_cells(units, self.bcc_draws, self.bcc_chains, self.sample_seed)
+        metrics, per_type = bcc_report(units, cells=cells)
+        files, sample = self.annotation_files(model, dataset, units, ctx)
+        tables = {"per_prompt_type": per_type, "annotation_sample": sample,
+                  "bcc_cells": cells.rename(columns={"prompt_type": "cell"})}
+        return TaskResult(
+            metrics=metrics, tables=tables, files=files, tags={"evaluator": self.evaluator_name}
+        )
+
+    def human_column(self, units: pd.DataFrame, dataset: PromptSet) -> np.ndarray:
+        """0/1 human label of each unit (row of ``units``), NaN where the unit has none."""
+        human = np.full(len(units), np.nan)
+        ids = list(units["unit_id"])
+        if self.human_labels == SIMULATED:
+            if "drawn" not in units or units["drawn"].isna().any():
+                raise ConfigError(
+                    "human_labels=simulated needs a generator that reports what it drew (procedural); for other "
+                    "generators pass task.human_labels=<folder or zip with task_1_<generator>.csv>"
+                )
+            labelled = set(sample_units(ids, self.n_human, self.sample_seed, 1))
+            rng = np.random.default_rng([self.sample_seed, 2])
+            for i, row in units.iterrows():
+                if row["unit_id"] in labelled:
+                    targets, drawn = json.loads(row["targets"]), json.loads(row["drawn"])
+                    human[i] = simulate_human(targets, drawn, self.human_error, rng)
+            return human
+        return self._imported_labels(units, dataset, human)
+
+    def _imported_labels(self, units: pd.DataFrame, dataset: PromptSet, human: np.ndarray) -> np.ndarray:
+        if not self.human_generator:
+            raise ConfigError("task.human_generator must name the generator in the annotation CSVs")
+        ann = read_annotations(self.human_labels, 1)
+        scored = score_annotations(ann, dataset.frame(), 1, generators=[self.human_generator])
+        per_image = (
+            scored.units[scored.units["model"] == self.human_generator].groupby("image_id")["correct"].all()
+        )
+        if per_image.empty:
+            raise ConfigError(
+                f"no Task 1 labels of generator {self.human_generator!r} in {self.human_labels}"
+            )
+        position = {u: i for i, u in enumerate(units["unit_id"])}
+        chosen = sample_units(
+            [u for u in per_image.index if u in position], self.n_human, self.sample_seed, 1
+        )
+        for u in chosen:
+            human[position[u]] = float(per_image[u])
+        return human
+
+    def annotation_files(self, model: Generator, dataset: PromptSet, units: pd.DataFrame, ctx: RunContext
+                         ) -> tuple[dict[str, Path], pd.DataFrame]:  # fmt: skip
+        """A seeded subset of ``n_annotate`` images as a zip, and its table (one row per image)."""
+        chosen = sample_units(list(units["unit_id"]), self.n_annotate, self.sample_seed, 3)
+        if not chosen:
+            return {}, pd.DataFrame(columns=ANNOTATION_COLUMNS)
+        images = self.images(model, dataset, chosen)
+        path = Path(ctx.work_dir) / "annotation_images.zip"
+        rows = []
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
+            for u in chosen:
+                im = images[u]
+                buf = io.BytesIO()
+                Image.fromarray(im.image).save(buf, format="PNG")
+                zf.writestr(f"{u}.png", buf.getvalue())
+                rows.append({"image_id": u, "prompt_id": im.prompt.prompt_id, "seed": im.seed,
+                             "prompt": im.prompt.prompt, "prompt_type": im.prompt.prompt_type,
+                             "nouns": json.dumps([e.noun for e in im.prompt.entities]),
+                             "questions": json.dumps(im.prompt.questions())})  # fmt: skip
+        return {"annotation_images.zip": path}, pd.DataFrame(rows, columns=ANNOTATION_COLUMNS)
+
+
+def _cell_rows(units: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    return [("all", units)] + [(str(t), g) for t, g in units.groupby("prompt_type", sort=True)]
+
+
+def bcc_cells(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int = 0) -> pd.DataFrame:
+    """CC, human and BCC success rates of the cell ``all`` (first row) and of each prompt type.
+
+    ``units`` has ``cc_success`` (0/1), ``human`` (0/1, NaN without a label), ``prompt_type`` and optionally
+    ``true_success``. All cells with labelled and unlabelled images are fitted in one batched BCC model; a cell
+    whose images are all labelled takes the human posterior ``Beta(s + 1, B - s + 1)``; a cell without labels
+    has no BCC rate (NaN). ``bcc_alpha`` / ``bcc_beta`` are the Beta parameters of the BCC posterior (moment
+    matched to the draws). A cell without a human success among its labels is fitted with a prior-only evaluator
+    TPR and marked ``no_human_positives``.
+    """
+    from countboard.quantify import bcc_posterior_batch, beta_from_moments, counts_from_labels
+
+    rows, fit = [], []
+    for name, g in _cell_rows(units):
+        counts = counts_from_labels(g["cc_success"].to_numpy(float), g["human"].to_numpy(float))
+        row = {"prompt_type": name, "n": len(g), "n_labelled": counts.n_human,
+               "cc_rate": float(g["cc_success"].mean()),
+               "human_rate": counts.s_human / counts.n_human if counts.n_human else np.nan,
+               "evaluator_tpr": counts.tp / counts.s_human if counts.s_human else np.nan,
+               "evaluator_fpr": counts.fp / (counts.fp + counts.tn) if counts.fp + counts.tn else np.nan,
+               "true_rate": float(g["true_success"].mean()) if "true_success" in g else np.nan,
+               "bcc_rate": np.nan, "bcc_low": np.nan, "bcc_high": np.nan, "bcc_alpha": np.nan, "bcc_beta": np.nan,
+               "no_human_positives": bool(counts.n_human and counts.s_human == 0)}  # fmt: skip
+        if counts.n_human and counts.n_m:
+            fit.append((len(rows), counts))
+        elif counts.n_human:
+            rng = np.random.default_rng(seed)
+            a, b = counts.s_human + 1, counts.n_human - counts.s_human + 1
+            row |= _interval(rng.beta(a, b, size=draws * chains)) | {"bcc_alpha": float(a), "bcc_beta": float(b)}
+        rows.append(row)
+    if fit:
+        cols = ("tp", "fn", "fp", "tn", "s_m", "n_m")
+        arrays = [np.array([getattr(c, k) for _, c in fit]) for k in cols]
+        post = bcc_posterior_batch(*arrays, draws=draws, chains=chains, seed=seed, allow_no_human_positives=True)
+        for (i, _), p in zip(fit, post, strict=True):
+            a, b = beta_from_moments(p)
+            rows[i] |= _interval(p) | {"bcc_alpha": float(a), "bcc_beta": float(b)}
+    return pd.DataFrame(rows)
+
+
+def bcc_report(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int = 0,
+               cells: pd.DataFrame | None = None) -> tuple[dict[str, float], pd.DataFrame]:  # fmt: skip
+    """CC, human and BCC success rates overall (metrics) and per prompt type (table); see ``bcc_cells``.
+
+    ``cells`` is the output of ``bcc_cells(units, ...)`` when the caller already has it (it is fitted otherwise).
+    """
+    table = bcc_cells(units, draws, chains, seed) if cells is None else cells.copy()
+    overall = table.iloc[0]
+    metrics = {
+        "autoeval_cc_rate": overall["cc_rate"], "autoeval_bcc_rate": overall["bcc_rate"],
+        "autoeval_bcc_rate_low": overall["bcc_low"], "autoeval_bcc_rate_high": overall["bcc_high"],
+        "autoeval_human_rate": overall["human_rate"], "autoeval_evaluator_tpr": overall["evaluator_tpr"],
+        "autoeval_evaluator_fpr": overall["evaluator_fpr"], "autoeval_n_images": float(overall["n"]),
+        "autoeval_n_labelled": float(overall["n_labelled"]),
+    }  # fmt: skip
+    if "true_success" in units:
+        metrics["autoeval_true_rate"] = overall["true_rate"]
+    metrics = {k: float(v) for k, v in metrics.items() if pd.notna(v)}
+    table["accuracy"] = table["bcc_rate"].fillna(table["cc_rate"])
+    return metrics, table.iloc[1:].reset_index(drop=True)
+
+
+def _interval(draws: np.ndarray) -> dict[str, float]:
+    lo, hi = np.quantile(draws, [0.025, 0.975])
+    return {"bcc_rate": float(np.mean(draws)), "bcc_low": float(lo), "bcc_high": float(hi)}

@@ -1,0 +1,83 @@
+"""Trained checkpoints as MLflow runs: log one, and find the newest one of a model again (locally or on a server).
+
+A checkpoint run is a finished run of the experiment ``countboard-training`` tagged ``model=<name>``,
+``countboard.kind=training`` and a ``config_hash`` of its training settings, with the file under ``checkpoint/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def config_hash(info: dict) -> str:
+    """Hash of the training and dataset settings (a rerun with the same settings is not logged twice)."""
+    key = json.dumps({"config": info["config"], "dataset": info["dataset_config"]}, sort_keys=True, default=str)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+TRAINING_EXPERIMENT = "countboard-training"
+
+
+def log_checkpoint(path: Path, model: str, info: dict, store: str, force: bool = False) -> str | None:
+    """Log a trained checkpoint as a finished MLflow run tagged ``model=<model>``.
+
+    The run goes to the experiment ``countboard-training`` of ``store`` (a local store directory or a tracking
+    URI), with the checkpoint under the artifact folder ``checkpoint/``. Returns the run id, or None when a
+    training with the same settings was already logged and ``force`` is false.
+    """
+    tags = {"model": model, "model_kind": "counter", "countboard.kind": "training",
+            "config_hash": config_hash(info)}
+    params = {**{f"train.{k}": v for k, v in info["config"].items()}, "dataset_root": info["dataset_root"]}
+    metrics = {"final_loss": info["final_loss"], "train_seconds": info["train_seconds"],
+               "train_cpu_seconds": info["train_cpu_seconds"],
+               "n_train_images": info["n_train_images"]}
+    tracker = _tracker(store)
+    if not force and _finished_runs(tracker, {"config_hash": tags["config_hash"]}):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "checkpoint").mkdir()
+        shutil.copy2(path, Path(tmp) / "checkpoint" / f"{model}.pt")
+        # force=True: the repeat check above replaces log_complete_run's own, whose status filter the SQLite
+        # store rejects ("Only ['run_id'] attributes support comparison with a list").
+        return tracker.log_complete_run(TRAINING_EXPERIMENT, f"train {model}", tags,
+                                        params=params, metrics=metrics, artifacts_dir=tmp, force=True)
+
+
+def _finished_runs(tracker, tags: dict[str, str]) -> list:
+    """Finished runs of the training experiment with ``tags``, newest first (none if the experiment is missing)."""
+    exp = tracker.client.get_experiment_by_name(TRAINING_EXPERIMENT)
+    if exp is None:
+        return []
+    return [r for r in tracker.find_runs(exp.experiment_id, tags) if r.status == "FINISHED"]
+
+
+def _tracker(store: str):
+    from countboard.tracking import Tracker
+    from countboard.tracking.store import local_store_uri
+
+    if "://" in store:
+        return Tracker(store)
+    store_dir = Path(store).expanduser().resolve()
+    store_dir.mkdir(parents=True, exist_ok=True)
+    return Tracker(local_store_uri(store_dir), (store_dir / "artifacts").as_uri())
+
+
+def find_logged_checkpoint(model: str, store: str) -> Path | None:
+    """Download the checkpoint of the newest finished training run tagged ``model=<model>`` (None if there is none)."""
+    if "://" not in store and not (Path(store) / "mlflow.db").is_file():
+        return None
+    tracker = _tracker(store)
+    runs = _finished_runs(tracker, {"model": model})
+    if not runs:
+        return None
+    cache = Path(store if "://" not in store else Path.home() / ".cache" / "countboard") / "checkpoint_downloads"
+    dst = cache / runs[0].run_id
+    target = dst / "checkpoint" / f"{model}.pt"
+    if not target.is_file():
+        dst.mkdir(parents=True, exist_ok=True)
+        tracker.download(runs[0].run_id, "checkpoint", dst)
+    return target

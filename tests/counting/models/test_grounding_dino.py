@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+import torch
+
+from countboard.counting.models.grounding_dino import GroundingDinoCounter
+
+PROMPTS = ["red circle", "blue square", "Apples"]
+
+
+def _iou(a, b):
+    ih = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iw = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - ih * iw
+    return ih * iw / union if union > 0 else 0.0
+
+
+def _direct_count(counter, item, prompt, threshold, nms_iou):
+    """The unmodified model on (image, one prompt), HF-style box scores, then greedy NMS in plain loops."""
+    inputs = counter.processor(images=item.image, text=prompt.lower() + ".", return_tensors="pt")
+    with torch.no_grad():
+        out = counter.model(**inputs)
+    scores = torch.sigmoid(out.logits[0]).max(dim=-1).values.numpy()
+    h, w = item.size
+    cands = []
+    for s, (cx, cy, bw, bh) in zip(scores, out.pred_boxes[0].numpy(), strict=True):
+        box = ((cy - bh / 2) * h, (cx - bw / 2) * w, (cy + bh / 2) * h, (cx + bw / 2) * w)
+        if s >= threshold and 0 <= cy * h < h and 0 <= cx * w < w:
+            cands.append((s, box))
+    kept = []
+    for _, b in sorted(cands, key=lambda c: -c[0]):
+        if all(_iou(b, k) <= nms_iou for k in kept):
+            kept.append(b)
+    return len(kept)
+
+
+@pytest.fixture(scope="module")
+def counter(tiny_grounding_dino_dir):
+    return GroundingDinoCounter(model_id=str(tiny_grounding_dino_dir), box_threshold=0.6, text_threshold=0.25,
+                                nms_iou=0.5, prompt_batch_size=3)
+
+
+def test_counts_match_unmodified_model_per_prompt(counter, make_items):
+    items = make_items(1, seed=7)
+    feats = counter.encode_images(items)
+    pairs = [(i, p) for i in range(len(items)) for p in PROMPTS]
+    maps = counter.decode([feats[i] for i, _ in pairs], [p for _, p in pairs])
+    counts = [float(m.sum()) for m in maps]
+    expected = [_direct_count(counter, items[i], p, 0.6, 0.5) for i, p in pairs]
+    assert counts == expected
+    assert sum(counts) > 0
+    assert all(m.shape == items[i].size and m.dtype == np.float32 for (i, _), m in zip(pairs, maps, strict=True))
+
+
+def test_backbone_runs_once_per_image(counter, make_items):
+    calls = []
+    inner = counter._backbone.inner
+    handle = inner.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        feats = counter.encode_images(make_items(2, seed=8))
+        assert len(calls) == 2
+        counter.decode([feats[0]] * len(PROMPTS) + [feats[1]] * len(PROMPTS), PROMPTS * 2)
+    finally:
+        handle.remove()
+    assert len(calls) == 2  # decoding reuses the cached backbone output
+
+
+def test_text_threshold_above_box_threshold_is_the_effective_threshold(counter, make_items):
+    item = make_items(1, seed=9)[0]
+    counter.text_threshold = 0.8
+    try:
+        counts = counter.count([item] * 2, PROMPTS[:2]).tolist()
+    finally:
+        counter.text_threshold = 0.25
+    assert counts == [_direct_count(counter, item, p, 0.8, 0.5) for p in PROMPTS[:2]]

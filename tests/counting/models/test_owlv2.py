@@ -1,0 +1,96 @@
+import numpy as np
+import pytest
+import torch
+
+from countboard.counting.models.owlv2 import Owlv2Counter
+from countboard.errors import ConfigError
+
+PROMPTS = ["red circle", "blue square", "apples"]
+
+
+def _direct_counts(counter: Owlv2Counter, item, prompts, threshold, nms_iou):
+    """Full OWLv2 forward on (image, all prompts), then threshold, drop padding, greedy NMS — written out in loops."""
+    proc, model = counter.processor, counter.model
+    inputs = proc(text=[prompts], images=[item.image], return_tensors="pt", padding="max_length",
+                  max_length=model.config.text_config.max_position_embeddings, truncation=True)
+    with torch.no_grad():
+        out = model(**inputs)
+    scores = torch.sigmoid(out.logits[0]).numpy()
+    side = max(item.size)
+    counts = []
+    for q in range(len(prompts)):
+        cands = []
+        for p in range(scores.shape[0]):
+            cx, cy, w, h = (out.pred_boxes[0, p].numpy() * side).tolist()
+            if scores[p, q] >= threshold and 0 <= cy < item.size[0] and 0 <= cx < item.size[1]:
+                cands.append((scores[p, q], (cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2)))
+        cands.sort(key=lambda c: -c[0])
+        kept = []
+        for _, b in cands:
+            if all(_iou(b, k) <= nms_iou for k in kept):
+                kept.append(b)
+        counts.append(len(kept))
+    return counts
+
+
+def _iou(a, b):
+    ih = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iw = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ih * iw
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+@pytest.fixture(scope="module")
+def counter(tiny_owlv2_dir):
+    return Owlv2Counter(model_id=str(tiny_owlv2_dir), score_threshold=0.5, nms_iou=0.5)
+
+
+def test_density_maps_have_image_size_and_integer_mass(counter, make_items):
+    items = make_items(3)
+    maps = counter.density(items, PROMPTS)
+    assert [m.shape for m in maps] == [it.size for it in items]
+    assert all(m.dtype == np.float32 for m in maps)
+    counts = np.array([m.sum() for m in maps])
+    assert counts.sum() > 0
+    np.testing.assert_array_equal(counts, np.round(counts))
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.52])
+def test_counts_match_direct_full_forward(counter, threshold, make_items):
+    counter.score_threshold = threshold
+    try:
+        for item in make_items(3, seed=1):
+            expected = _direct_counts(counter, item, PROMPTS, threshold, counter.nms_iou)
+            assert counter.count([item] * len(PROMPTS), PROMPTS).tolist() == expected
+    finally:
+        counter.score_threshold = 0.5
+
+
+def test_cached_features_with_batched_prompts_equal_per_pair_calls(counter, make_items):
+    items = make_items(2, seed=2)
+    feats = counter.encode_images(items)
+    pairs = [(i, p) for i in range(len(items)) for p in PROMPTS]
+    batched = counter.decode([feats[i] for i, _ in pairs], [p for _, p in pairs])
+    for (i, p), m in zip(pairs, batched, strict=True):
+        np.testing.assert_array_equal(m, counter.density([items[i]], [p])[0])
+
+
+def test_lower_threshold_never_counts_fewer(counter, make_items):
+    items = make_items(3, seed=3)
+    feats = counter.encode_images(items)
+    counts = []
+    for threshold in (0.6, 0.5, 0.4):
+        counter.score_threshold = threshold
+        counts.append([m.sum() for m in counter.decode(feats, PROMPTS)])
+    counter.score_threshold = 0.5
+    counter.nms_iou = 1.0
+    no_nms = [m.sum() for m in counter.decode(feats, PROMPTS)]
+    counter.nms_iou = 0.5
+    assert np.all(np.diff(np.array(counts), axis=0) >= 0)
+    assert np.all(np.array(no_nms) >= np.array(counts[1]))
+
+
+def test_missing_weights_raise_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="model.model_id"):
+        Owlv2Counter(model_id=str(tmp_path / "nowhere"))

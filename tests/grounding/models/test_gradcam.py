@@ -1,0 +1,140 @@
+"""GradCAM on tiny randomly initialised CLIP and BLIP checkpoints built here, saved and loaded back offline."""
+
+from __future__ import annotations
+
+import json
+import string
+
+import numpy as np
+import pytest
+import torch
+
+from countboard.errors import ConfigError
+from countboard.grounding.datasets.public import GroundingSample
+from countboard.grounding.models.blip_gradcam import BlipGradCAM
+from countboard.grounding.models.clip_gradcam import ClipGradCAM, TinyRandomClipGradCAM, tiny_clip_config
+from countboard.grounding.models.gradcam import resolve_module, token_gradcam
+
+PHRASES = ["the red circle", "a blue square"]
+
+
+def _samples(n: int = 2) -> list[GroundingSample]:
+    rng = np.random.default_rng(0)
+    return [GroundingSample(sample_id=f"s{k}", phrase=PHRASES[k % 2], box=(4, 4, 20, 20),
+                            image=rng.integers(0, 255, size=(40 + 8 * k, 56, 3), dtype=np.uint8)) for k in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tiny_clip_dir(tmp_path_factory):
+    from transformers import CLIPImageProcessor, CLIPModel, CLIPTokenizer
+
+    root = tmp_path_factory.mktemp("tiny_clip")
+    chars = list(string.ascii_lowercase)
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
+    for c in chars:
+        vocab[c] = len(vocab)
+        vocab[c + "</w>"] = len(vocab)
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    (root / "merges.txt").write_text("#version: 0.2\n")
+    tok = CLIPTokenizer(str(root / "vocab.json"), str(root / "merges.txt"), pad_token="<|endoftext|>")
+    config = tiny_clip_config(len(vocab), image_size=32, patch_size=8, max_length=32)
+    config.text_config.bos_token_id, config.text_config.eos_token_id, config.text_config.pad_token_id = 0, 1, 1
+    torch.manual_seed(0)
+    CLIPModel(config).save_pretrained(root)
+    tok.save_pretrained(root)
+    CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(root)
+    return root
+
+
+def test_clip_gradcam_loads_saved_checkpoint_and_maps_every_image(tiny_clip_dir):
+    model = ClipGradCAM(model_id=str(tiny_clip_dir), batch_size=2)
+    samples = _samples(3)
+    maps = model.heatmaps(samples)
+    assert [m.shape for m in maps] == [s.image.shape[:2] for s in samples]
+    assert all(np.isfinite(m).all() and (m >= 0).all() for m in maps)
+    again = model.heatmaps(samples)
+    assert all(np.array_equal(a, b) for a, b in zip(maps, again, strict=True))
+
+
+def test_clip_token_gradcam_matches_autograd_on_hidden_states(tiny_clip_dir):
+    model = ClipGradCAM(model_id=str(tiny_clip_dir), target_layer="vision_model.encoder.layers.0")
+    samples = _samples(2)
+    images = [s.image for s in samples]
+    got = model._cams(images, PHRASES)
+    from countboard.grounding.models.gradcam import pixel_batch
+
+    pixels = pixel_batch(images, model.input_size, model.mean, model.std)
+    out = model.model(pixel_values=pixels, output_hidden_states=True, **model.tokenize(PHRASES))
+    hidden = out.vision_model_output.hidden_states[1]  # output of encoder layer 0
+    (grad,) = torch.autograd.grad(out.logits_per_image.diagonal().sum(), hidden)
+    weights = grad[:, 1:].mean(dim=1, keepdim=True)
+    expected = torch.relu((hidden[:, 1:] * weights).sum(-1)).reshape(2, *model.grid)
+    torch.testing.assert_close(got, expected.detach(), rtol=1e-4, atol=1e-6)
+
+
+def test_tiny_random_clip_is_seeded_and_leaves_global_rng_alone():
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a = TinyRandomClipGradCAM(seed=3, image_size=32).heatmaps(_samples(2))
+    after = torch.rand(1)
+    b = TinyRandomClipGradCAM(seed=3, image_size=32).heatmaps(_samples(2))
+    c = TinyRandomClipGradCAM(seed=4, image_size=32).heatmaps(_samples(2))
+    assert torch.equal(before, after)
+    assert np.array_equal(a[0], b[0]) and not np.array_equal(a[0], c[0])
+
+
+@pytest.fixture(scope="module")
+def tiny_blip_dir(tmp_path_factory):
+    from transformers import BertTokenizer, BlipConfig, BlipForImageTextRetrieval, BlipImageProcessor
+
+    root = tmp_path_factory.mktemp("tiny_blip")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "red", "blue", "circle", "square"]
+    (root / "vocab.txt").write_text("\n".join(words) + "\n")
+    tok = BertTokenizer(str(root / "vocab.txt"))
+    text = {"vocab_size": len(words), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "encoder_hidden_size": 32, "max_position_embeddings": 32,
+            "pad_token_id": 0, "bos_token_id": 2, "sep_token_id": 3}
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "image_size": 32, "patch_size": 8}
+    torch.manual_seed(0)
+    BlipForImageTextRetrieval(BlipConfig(text_config=text, vision_config=vision, projection_dim=16)).save_pretrained(root)
+    tok.save_pretrained(root)
+    BlipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(root)
+    return root
+
+
+def test_blip_gradcam_on_cross_attention(tiny_blip_dir):
+    model = BlipGradCAM(model_id=str(tiny_blip_dir), target_layer="text_encoder.encoder.layer.0.crossattention.self",
+                        batch_size=2)
+    samples = _samples(3)
+    maps = model.heatmaps(samples)
+    assert [m.shape for m in maps] == [s.image.shape[:2] for s in samples]
+    assert all(np.isfinite(m).all() and (m >= 0).all() for m in maps)
+    assert model.grid == (4, 4)
+    swapped = model.heatmaps([GroundingSample("x", PHRASES[1], samples[0].box, image=samples[0].image)])
+    assert maps[0].max() > 0  # layer 0 reaches the ITM head (the CLS row of the last layer alone does)
+    assert not np.array_equal(swapped[0], maps[0])  # the phrase changes the map
+
+
+def test_bad_target_layer_is_a_config_error(tiny_clip_dir):
+    with pytest.raises(ConfigError, match="no submodule 'layerz'"):
+        ClipGradCAM(model_id=str(tiny_clip_dir), target_layer="vision_model.encoder.layerz.0")
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    with pytest.raises(ConfigError, match="target layer '3'"):
+        resolve_module(net, "3")
+
+
+def test_token_gradcam_rejects_wrong_grid():
+    with pytest.raises(ValueError, match="do not fill a 3x3 grid"):
+        token_gradcam(torch.zeros(1, 5, 2), torch.zeros(1, 5, 2), (3, 3))
+
+
+@pytest.mark.parametrize("module", ["countboard.grounding.models.gradcam", "countboard.grounding.models.clip_gradcam",
+                                    "countboard.grounding.models.blip_gradcam", "countboard.grounding.models.baselines"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,224 @@
+"""geckonum_autoeval: records, CC/BCC report, simulated and imported human labels, and an offline sweep."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from countboard.errors import ConfigError
+from countboard.numeracy.annotation import LabelStore, annotation_items
+from countboard.numeracy.datasets.prompts import Entity, PromptSet, PromptSpec, TemplatePromptSet
+from countboard.numeracy.models.procedural import ProceduralGenerator
+from countboard.numeracy.tasks.geckonum import (
+    GeckoNumAutoEval,
+    bcc_cells,
+    bcc_report,
+    sample_units,
+    simulate_human,
+)
+from countboard.results import RunContext
+
+ORACLE = {"_target_": "countboard.counting.models.oracle.OracleCounter", "name": "oracle", "kind": "counter"}
+
+
+@pytest.fixture
+def ctx(tmp_path) -> RunContext:
+    return RunContext(device="cpu", seed=0, batch_size=8, work_dir=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def prompt_set() -> TemplatePromptSet:
+    return TemplatePromptSet(
+        types=["numeric_simple", "2-additive"], n_per_type=15, shape_classes=True, n_classes=5
+    )
+
+
+def test_sample_units_is_seeded_subset():
+    ids = [f"u{i}" for i in range(50)]
+    a = sample_units(ids, 10, seed=0, salt=1)
+    assert len(a) == 10 and a == sample_units(ids, 10, seed=0, salt=1)
+    assert a != sample_units(ids, 10, seed=1, salt=1)
+    assert a == [u for u in ids if u in set(a)]
+    assert sample_units(ids[::-1], 10, seed=0, salt=1) == a[::-1]
+
+
+def test_simulated_person_miscounts_at_the_given_rate():
+    rng = np.random.default_rng(0)
+    right = [simulate_human([3, 2], [3, 2], 0.1, rng) for _ in range(5000)]
+    assert np.mean(right) == pytest.approx(0.9**2, abs=0.02)
+    assert simulate_human([3], [4], 0.0, rng) == 0
+
+
+def test_run_units_records_with_a_perfect_evaluator(prompt_set, ctx):
+    task = GeckoNumAutoEval(ORACLE, seeds=[0, 1], n_human=10, n_annotate=5)
+    gen = ProceduralGenerator(image_size=96, accuracy=0.7, decay=0.1, batch_size=7)
+    units = task.units(gen, prompt_set, ctx)
+    assert len(units) == 60 and units[:2] == ["geckonum_00000_0", "geckonum_00000_1"]
+    records = pd.DataFrame(task.run_units(gen, prompt_set, units, ctx))
+    assert (records["cc_success"] == records["true_success"]).all()
+    assert 0 < records["cc_success"].mean() < 1
+    row = records.iloc[20]
+    assert json.loads(row["evaluator_counts"]) == [float(x) for x in json.loads(row["drawn"])]
+    assert len(json.loads(row["targets"])) == len(prompt_set.by_id[row["prompt_id"]].entities)
+
+
+def test_undrawable_prompt_fails_only_its_unit(ctx):
+    specs = [PromptSpec(0, "2 red circles.", "numeric_simple", (Entity("red circle", "2"),)),
+             PromptSpec(1, "2 koalas.", "numeric_simple", (Entity("koala", "2"),))]  # fmt: skip
+    task = GeckoNumAutoEval(ORACLE, seeds=[0])
+    records = task.run_units(ProceduralGenerator(image_size=64), PromptSet(specs), ["geckonum_00000_0",
+                                                                                   "geckonum_00001_0"], ctx)  # fmt: skip
+    assert "error" not in records[0] and records[0]["cc_success"] in (0, 1)
+    assert records[1]["unit_id"] == "geckonum_00001_0" and "cannot draw 'koala'" in records[1]["error"]
+
+
+def _units(n: int, p_true: float, tpr: float, fpr: float, n_labelled: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    truth = (rng.random(n) < p_true).astype(int)
+    decision = np.where(truth == 1, rng.random(n) < tpr, rng.random(n) < fpr).astype(int)
+    labelled = rng.choice(n, n_labelled, replace=False)
+    human = np.full(n, np.nan)
+    human[labelled] = truth[labelled]
+    types = np.where(np.arange(n) % 2 == 0, "numeric_simple", "2-additive")
+    return pd.DataFrame({"cc_success": decision, "human": human, "prompt_type": types, "true_success": truth})
+
+
+@pytest.mark.filterwarnings("ignore::countboard.quantify.BCCWarning")
+def test_bcc_corrects_a_biased_evaluator():
+    units = _units(3000, p_true=0.3, tpr=0.9, fpr=0.3, n_labelled=300)
+    metrics, table = bcc_report(units, draws=300, chains=2)
+    truth = units["true_success"].mean()
+    assert metrics["autoeval_cc_rate"] == pytest.approx(units["cc_success"].mean())
+    assert abs(metrics["autoeval_cc_rate"] - truth) > 0.12
+    assert abs(metrics["autoeval_bcc_rate"] - truth) < 0.05
+    assert metrics["autoeval_bcc_rate_low"] < truth < metrics["autoeval_bcc_rate_high"]
+    assert metrics["autoeval_n_labelled"] == 300 and metrics["autoeval_n_images"] == 3000
+    lab = units.dropna(subset=["human"])
+    assert metrics["autoeval_evaluator_tpr"] == pytest.approx(lab.loc[lab.human == 1, "cc_success"].mean())
+    assert metrics["autoeval_evaluator_fpr"] == pytest.approx(lab.loc[lab.human == 0, "cc_success"].mean())
+    assert table["prompt_type"].tolist() == ["2-additive", "numeric_simple"]
+    for _, row in table.iterrows():
+        part = units[units.prompt_type == row["prompt_type"]]
+        assert row["cc_rate"] == pytest.approx(part["cc_success"].mean())
+        assert row["bcc_low"] < row["bcc_rate"] < row["bcc_high"]
+
+
+def test_bcc_report_when_every_image_is_labelled():
+    units = _units(80, p_true=0.5, tpr=0.8, fpr=0.1, n_labelled=80)
+    metrics, _ = bcc_report(units, draws=2000, chains=2)
+    s, b = int(units["human"].sum()), 80
+    assert metrics["autoeval_bcc_rate"] == pytest.approx((s + 1) / (b + 2), abs=0.01)
+
+
+
+@pytest.mark.filterwarnings("ignore::countboard.quantify.BCCWarning")
+def test_cells_without_human_successes_are_fitted_and_flagged():
+    units = _units(200, p_true=0.0, tpr=0.8, fpr=0.1, n_labelled=40)
+    units.loc[units.index[-1], ["human", "true_success"]] = [np.nan, 1]  # the only success has no human label
+    cells = bcc_cells(units, draws=100, chains=1)
+    assert cells["prompt_type"].tolist() == ["all", "2-additive", "numeric_simple"]
+    assert cells["no_human_positives"].all()
+    assert ((cells["bcc_alpha"] > 0) & (cells["bcc_beta"] > 0)).all()
+    mean = cells["bcc_alpha"] / (cells["bcc_alpha"] + cells["bcc_beta"])
+    assert np.allclose(mean, cells["bcc_rate"], atol=1e-9)
+
+
+def test_all_labelled_cell_has_the_human_beta():
+    units = _units(80, p_true=0.5, tpr=0.8, fpr=0.1, n_labelled=80)
+    cells = bcc_cells(units, draws=100, chains=1).set_index("prompt_type")
+    s, b = int(units["human"].sum()), 80
+    assert (cells.loc["all", "bcc_alpha"], cells.loc["all", "bcc_beta"]) == (s + 1, b - s + 1)
+    assert not cells["no_human_positives"].any()
+
+def test_simulated_labels_need_known_counts(prompt_set, ctx):
+    task = GeckoNumAutoEval(ORACLE)
+    units = pd.DataFrame({"unit_id": ["geckonum_00000_0"], "targets": ["[1]"], "cc_success": [1]})
+    with pytest.raises(ConfigError, match="human_labels=simulated needs a generator"):
+        task.human_column(units, prompt_set)
+    with pytest.raises(ConfigError, match="_target_"):
+        GeckoNumAutoEval({"name": "x"})
+
+
+@pytest.mark.filterwarnings("ignore::countboard.quantify.BCCWarning")
+def test_summary_with_labels_from_the_annotation_store(prompt_set, ctx, tmp_path):
+    gen = ProceduralGenerator(image_size=96, accuracy=0.7, decay=0.1)
+    task = GeckoNumAutoEval(ORACLE, seeds=[0, 1], n_human=100, n_annotate=20, bcc_draws=200)
+    units = task.units(gen, prompt_set, ctx)
+    records = pd.DataFrame(task.run_units(gen, prompt_set, units, ctx))
+    simulated = task.summarize(records, gen, prompt_set, ctx)
+    assert simulated.tags == {"evaluator": "oracle"}
+    assert {"autoeval_cc_rate", "autoeval_bcc_rate", "autoeval_true_rate"} <= set(simulated.metrics)
+    sample = simulated.tables["annotation_sample"]
+    assert len(sample) == 20 and Path(simulated.files["annotation_images.zip"]).is_file()
+    # A person labels the sample with the drawn counts; the export is read back as the human labels.
+    store = LabelStore(tmp_path / "labels.duckdb")
+    drawn = dict(zip(records["unit_id"], records["drawn"].map(json.loads), strict=True))
+    for _, item in annotation_items(sample, n=None).iterrows():
+        store.add("run1", "procedural_x", item, "ann1", str(drawn[item["image_id"]][item["question_id"]]))
+    folder = tmp_path / "export"
+    store.export("run1", folder)
+    imported = GeckoNumAutoEval(ORACLE, seeds=[0, 1], n_human=100, human_labels=str(folder),
+                                human_generator="procedural_x", bcc_draws=200, n_annotate=0)  # fmt: skip
+    human = imported.human_column(records.sort_values("unit_id").reset_index(drop=True), prompt_set)
+    assert np.isfinite(human).sum() == 20
+    labelled = records.sort_values("unit_id").reset_index(drop=True)[np.isfinite(human)]
+    np.testing.assert_array_equal(human[np.isfinite(human)], labelled["true_success"].to_numpy())
+    result = imported.summarize(records, gen, prompt_set, ctx)
+    assert result.metrics["autoeval_n_labelled"] == 20
+    assert result.metrics["autoeval_evaluator_fpr"] == 0.0
+
+
+def _random_shapecount_checkpoint(path: Path) -> Path:
+    """A shapecount checkpoint with random weights and random prompt embeddings (no training, no MiniLM)."""
+    import torch
+
+    from countboard.counting.datasets.synthetic_shapes import SHAPE_CLASSES
+    from countboard.counting.models.shapecount import ShapeCountArch, ShapeCountNet, save_checkpoint
+
+    torch.manual_seed(0)
+    arch = ShapeCountArch()
+    rng = np.random.default_rng(0)
+    table = {c: rng.standard_normal(arch.text_dim).astype(np.float32) for c in SHAPE_CLASSES}
+    return save_checkpoint(path, ShapeCountNet(arch), "aware", table, {"note": "random weights for tests"})
+
+
+@pytest.mark.slow
+def test_offline_sweep_logs_cc_and_bcc_per_generator(tmp_path):
+    from tests.conftest import run_sweep, store_runs
+
+    ckpt = _random_shapecount_checkpoint(tmp_path / "shapecount_random.pt")
+    run_sweep(["-m", "model=procedural_good,procedural_poor", "dataset=shape_prompts", "task=geckonum_autoeval",
+               f"task.evaluator.checkpoint={ckpt}", "dataset.n_per_type=25", "task.n_annotate=10",
+               "task.bcc_draws=200", "checkpoint_every=128"], tmp_path)  # fmt: skip
+    runs = store_runs(tmp_path / "mlruns")
+    cells = runs[runs["tags.task"] == "geckonum_autoeval"].set_index("tags.model")
+    assert sorted(cells.index) == ["procedural_good", "procedural_poor"]
+    assert set(cells["tags.evaluator"]) == {"shapecount_aware"}
+    assert set(cells["tags.family"]) == {"generator_autoeval"}
+    assert (cells["metrics.autoeval_n_images"] == 250).all() and (
+        cells["metrics.autoeval_n_labelled"] == 100
+    ).all()
+    for key in ("autoeval_cc_rate", "autoeval_bcc_rate", "autoeval_bcc_rate_low", "autoeval_bcc_rate_high"):
+        assert cells[f"metrics.{key}"].between(0, 1).all(), key
+    assert (cells["metrics.autoeval_bcc_rate_low"] <= cells["metrics.autoeval_bcc_rate_high"]).all()
+    true = cells["metrics.autoeval_true_rate"]
+    assert true["procedural_good"] > true["procedural_poor"]
+
+
+class _Refuses(ProceduralGenerator):
+    def generate_batch(self, prompts, seeds):
+        raise AssertionError("images should have been read from image_dir")
+
+
+def test_image_dir_reuses_generated_images(prompt_set, ctx, tmp_path):
+    task = GeckoNumAutoEval(ORACLE, seeds=[0], image_dir=str(tmp_path / "images"))
+    units = task.units(ProceduralGenerator(), prompt_set, ctx)[:6]
+    first = task.run_units(ProceduralGenerator(image_size=80, accuracy=0.6), prompt_set, units, ctx)
+    assert len(list((tmp_path / "images").glob("*.png"))) == 6
+    again = GeckoNumAutoEval(ORACLE, seeds=[0], image_dir=str(tmp_path / "images"))
+    second = again.run_units(_Refuses(), prompt_set, units, ctx)
+    assert second == first

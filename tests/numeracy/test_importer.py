@@ -1,0 +1,110 @@
+"""``countboard import-geckonum`` into a temporary MLflow store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from countboard import cli
+from countboard.numeracy.importer import ImportOptions, build_runs, register, task_name
+from countboard.schema import load_schema
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["import-geckonum", *argv])
+    return args.func(args)
+
+
+def _runs(store: Path):
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
+    return mlflow.search_runs(search_all_experiments=True)
+
+
+def test_subcommand_is_registered():
+    assert "countboard.numeracy.importer" in cli._SUBCOMMANDS
+
+
+def test_metrics_are_declared(geckonum_dir):
+    runs, problems = build_runs(
+        geckonum_dir / "geckonum_annotations.zip", geckonum_dir, ImportOptions(n_boot=50)
+    )
+    assert not problems
+    assert len(runs) == 21
+    schema = load_schema()
+    for run in runs:
+        for key in run.metrics:
+            assert schema.metric(key).family == "generators"
+    t1 = [r for r in runs if r.task == 1]
+    assert {r.generator for r in t1} == {
+        "dalle_3",
+        "imagen_a",
+        "imagen_b",
+        "imagen_c",
+        "imagen_d",
+        "muse_a",
+        "muse_b",
+    }
+    assert all("numeracy_digits_words_p_value" in r.metrics for r in t1)
+    assert schema.families["generators"].main_metric == "numeracy_accuracy"
+
+
+@pytest.mark.slow
+def test_import_logs_one_run_per_generator_and_task_then_skips(geckonum_dir, tmp_path, capsys):
+    store = tmp_path / "store"
+    argv = [str(geckonum_dir / "geckonum_annotations.zip"), "--store", str(store), "--task", "2", "--task", "3",
+            "--n-boot", "100"]  # fmt: skip
+    assert cli.main(["import-geckonum", *argv]) == 0  # the real entry point
+    assert "logged 14 run(s)" in capsys.readouterr().out
+    runs = _runs(store)
+    assert len(runs) == 14
+    assert set(runs["tags.task"]) == {task_name(2), task_name(3)}
+    assert set(runs["tags.model_kind"]) == {"generator"} and set(runs["tags.family"]) == {"generators"}
+    assert set(runs["tags.dataset"]) == {"geckonum"}
+    dalle_t3 = runs[(runs["tags.model"] == "dalle_3") & (runs["tags.task"] == task_name(3))].iloc[0]
+    assert dalle_t3["metrics.numeracy_accuracy"] == pytest.approx(0.488, abs=0.0005)
+    assert dalle_t3["metrics.numeracy_n_images"] == 285
+    artifacts = Path(dalle_t3["artifact_uri"].removeprefix("file://"))
+    assert (artifacts / "samples.parquet").is_file()
+    assert (artifacts / "tables" / "per_prompt_type.parquet").is_file()
+    assert _run(argv) == 0
+    assert "logged 0 run(s), skipped 14 already imported" in capsys.readouterr().out
+    assert len(_runs(store)) == 14
+
+
+@pytest.mark.slow
+def test_bad_rows_are_reported_and_the_rest_imported(geckonum_dir, tmp_path, capsys):
+    folder = tmp_path / "annotations"
+    folder.mkdir()
+    with zipfile.ZipFile(geckonum_dir / "geckonum_annotations.zip") as zf:
+        zf.extract("task_2_muse_b.csv", folder)
+        lines = zf.read("task_1_dalle_3.csv").decode().splitlines()[:201]
+    lines[3] = lines[3].replace(",dalle_3,", ",dalle_4,")
+    lines[7] = lines[7].replace("geckonum_00000_", "geckonum_07777_")
+    head, _, _ = lines[20].rpartition(",")
+    lines[20] = head.rpartition(",")[0] + ",??,??"
+    (folder / "task_1_dalle_3.csv").write_text("\n".join(lines) + "\n")
+    store = tmp_path / "store"
+    assert _run([str(folder), "--prompts", str(geckonum_dir / "prompts.csv"), "--store", str(store),
+                 "--n-boot", "50"]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    assert "task_1_dalle_3.csv:4: unknown generator 'dalle_4'" in captured.err
+    assert "task_1_dalle_3.csv:8: prompt id 7777 of image geckonum_07777_" in captured.err
+    assert "task_1_dalle_3.csv:21: cannot read answer '??'" in captured.err
+    assert "logged 2 run(s)" in captured.out and "left out 3 row(s)" in captured.out
+    runs = _runs(store)
+    t1 = runs[runs["tags.task"] == task_name(1)].iloc[0]
+    assert t1["metrics.numeracy_n_annotations"] == 197
+    assert t1["metrics.numeracy_n_skipped_rows"] == 3
+    problems = json.loads((Path(t1["artifact_uri"].removeprefix("file://")) / "problems.json").read_text())
+    assert [p["line"] for p in problems] == [4, 8, 21]
+    assert (Path(t1["artifact_uri"].removeprefix("file://")) / "figures" / "number_confusion.png").is_file()
