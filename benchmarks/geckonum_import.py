@@ -38,7 +38,7 @@ from countboard.numeracy.release import read_annotations
 TARGET_S = 20.0
 # The subcommand as ``countboard`` registers it, without the other subcommands' imports.
 CLI_CODE = (
-    "import argparse, sys; from countboard.numeracy.importer import register; "
+    "import argparse, sys; from countboard.commands.import_geckonum import register; "
     "p = argparse.ArgumentParser(); register(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
 )
 

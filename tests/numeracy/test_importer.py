@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from countboard import cli
-from countboard.numeracy.importer import ImportOptions, build_runs, register, task_name
+from countboard.commands.import_geckonum import register
+from countboard.numeracy.importer import ImportOptions, build_runs, task_name
 from countboard.schema import load_schema
 
 REPO = Path(__file__).resolve().parents[2]
