@@ -35,7 +35,10 @@ def main() -> None:
     p.add_argument("--size", type=int, default=384)
     p.add_argument("--loop-n", type=int, default=200)
     p.add_argument("--gen-chunk", type=int, default=500)
+    p.add_argument("--quick", action="store_true", help="1,000 maps and a 50-map loop (a smoke check of the script)")
     args = p.parse_args()
+    if args.quick:
+        args.n, args.loop_n = 1_000, 50
     rng = np.random.default_rng(0)
     batched = cpu = 0.0
     first_maps = first_boxes = None

@@ -8,6 +8,7 @@ Run: ``python benchmarks/praco_demo.py``
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -21,6 +22,9 @@ TARGET_S = 60.0
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="max_samples=5 per cell (a smoke check of the script)")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         t0 = time.perf_counter()
@@ -30,6 +34,8 @@ def main() -> None:
                "MLFLOW_ENABLE_ASYNC_LOGGING": "false"}
         cmd = [sys.executable, "-m", "countboard.commands.sweep", "-m", "model=oracle,class_blind", "dataset=synthetic_shapes",
                "task=praco_negative,praco_mosaic", f"tracking.store_dir={tmp_path / 'mlruns'}", "progress=false"]
+        if args.quick:
+            cmd.append("max_samples=5")
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, env=env, cwd=tmp, capture_output=True)
         sweep_s = time.perf_counter() - t0

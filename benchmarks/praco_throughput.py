@@ -128,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=8, help="images per encode_images call (cached mode)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data-dir", default="data")
+    parser.add_argument("--quick", action="store_true", help="2 images x 5 classes, CLIPSeg only")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.images, args.classes, args.counters = 2, 5, "clipseg"
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp_name:

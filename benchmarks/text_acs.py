@@ -41,7 +41,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=1000, help="prompts (texts) in the cell")
     parser.add_argument("--draws", type=int, default=1000, help="NUTS draws and tuning steps per chain")
+    parser.add_argument("--quick", action="store_true", help="200 texts, 200 draws")
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.draws = 200, 200
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     logging.getLogger("countboard").setLevel(logging.ERROR)
     dataset = TextPromptSet(n_prompts=args.n, label_ratios={"positive": 35, "neutral": 30, "negative": 35})
