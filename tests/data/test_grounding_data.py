@@ -248,10 +248,59 @@ def test_synthetic_grounding_rejects_impossible_settings():
         SyntheticGrounding(n_samples=1, image_size=(40, 40), objects_range=(4, 4), size_range=(30, 30))
 
 
-@pytest.mark.parametrize("module", ["countboard.data.grounding", "countboard.data.synthetic_grounding"])
+@pytest.mark.parametrize("module", ["countboard.data.grounding", "countboard.data.synthetic_grounding",
+                                    "countboard.data.safe_pickle"])
 def test_docstring_examples(module):
     import doctest
     import importlib
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+class _RunsCode:
+    """Unpickling this calls ``Path.touch`` on ``marker``: what a crafted refs file could do with ``os.system``."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return Path.touch, (Path(self.marker),)
+
+
+def _write_refs(root, refs):
+    with (root / "refs(unc).p").open("wb") as f:
+        pickle.dump(refs, f, protocol=2)
+
+
+def test_refcoco_refs_file_cannot_run_code(refcoco_root):
+    marker = refcoco_root / "pwned"
+    with (refcoco_root / "refs(unc).p").open("rb") as f:
+        refs = pickle.load(f)
+    refs[0]["payload"] = _RunsCode(str(marker))
+    _write_refs(refcoco_root, refs)
+    with pytest.raises(ConfigError, match=r"refs\(unc\)\.p \(dataset.refs_file\): refused .*"
+                                          r"dataset.allow_unsafe_pickle=true"):
+        RefCocoPlus(refcoco_root, split="testA")
+    assert not marker.exists()
+    # The explicit opt-in loads it with the full pickle module (and so runs the payload).
+    assert RefCocoPlus(refcoco_root, split="testA", allow_unsafe_pickle=True).ids() == ["7_100", "7_101"]
+    assert marker.exists()
+
+
+def test_refcoco_refs_with_numpy_values_load_restricted(refcoco_root):
+    with (refcoco_root / "refs(unc).p").open("rb") as f:
+        refs = pickle.load(f)
+    refs[0]["ref_id"] = np.int64(7)
+    refs[0]["box"] = np.array([1.5, 2.0, 10.0, 12.0])
+    refs[0]["tags"] = {"left", "man"}
+    _write_refs(refcoco_root, refs)
+    assert RefCocoPlus(refcoco_root, split="testA").ids() == ["7_100", "7_101"]
+
+
+def test_refcoco_refs_that_are_not_a_pickle(refcoco_root):
+    (refcoco_root / "refs(unc).p").write_bytes(b"not a pickle at all")
+    with pytest.raises(ConfigError, match="not a readable pickle"):
+        RefCocoPlus(refcoco_root, split="testA")

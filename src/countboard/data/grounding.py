@@ -13,7 +13,6 @@ Boxes are ``(y0, x0, y1, x1)`` in pixels of the original image. Images load lazi
 from __future__ import annotations
 
 import json
-import pickle
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from countboard.data.safe_pickle import load_pickle
 from countboard.errors import ConfigError, DataNotFoundError
 
 
@@ -280,20 +280,23 @@ class RefCocoPlus(GroundingDataset):
         split: ``testA`` (people) or ``testB`` (other objects); ``val``/``train`` also work.
         image_dir: COCO train2014 images, relative to ``root``.
         max_samples: Keep only the first N samples.
+        allow_unsafe_pickle: Load ``refs_file`` with the full ``pickle`` module. By default it is read with a
+            restricted unpickler that accepts plain containers, strings, numbers and numpy values only (the
+            published file needs nothing else), so a crafted file cannot run code.
     """
 
     name = "refcoco_plus"
 
     def __init__(self, root: str | Path, split: str = "testA", refs_file: str = "refs(unc).p",
                  instances_file: str = "instances.json", image_dir: str = "train2014",
-                 max_samples: int | None = None):
+                 max_samples: int | None = None, allow_unsafe_pickle: bool = False):
         if split not in ("train", "val", "testA", "testB"):
             raise ConfigError(f"dataset.split={split!r}: RefCOCO+ (UNC) splits are train, val, testA, testB")
         root = Path(root)
         refs_path = _require(root / refs_file, "dataset.root / dataset.refs_file", REFCOCO_HOW)
         inst_path = _require(root / instances_file, "dataset.root / dataset.instances_file", REFCOCO_HOW)
-        with refs_path.open("rb") as f:
-            refs = pickle.load(f, encoding="latin1")  # the published file is a Python 2 pickle
+        # the published file is a Python 2 pickle: latin1 decodes its str objects
+        refs = load_pickle(refs_path, "dataset.refs_file", trusted=bool(allow_unsafe_pickle), encoding="latin1")
         inst = json.loads(inst_path.read_text())
         anns = {a["id"]: a for a in inst["annotations"]}
         images = {im["id"]: im for im in inst["images"]}
