@@ -11,7 +11,12 @@ from PIL import Image
 
 from countboard.counting.datasets.synthetic_shapes import SHAPE_CLASSES
 from countboard.errors import ConfigError, DataNotFoundError
-from countboard.grounding.datasets.public import Flickr30kEntities, RefCocoPlus, SpatialSense
+from countboard.grounding.datasets.public import (
+    Flickr30kEntities,
+    RefCocoPlus,
+    SpatialSense,
+    parse_flickr_sentence,
+)
 from countboard.grounding.datasets.synthetic import SyntheticGrounding, singular
 
 
@@ -20,20 +25,25 @@ def _jpg(path, h=30, w=40):
     Image.fromarray(np.full((h, w, 3), 128, np.uint8)).save(path)
 
 
+FLICKR_CAPTION = "A man pets a dog and the man smiles ."
+# Entity 1 ("A man", "the man") has two boxes whose union is (3, 2, 20, 14); entity 2 ("a dog") one box.
+FLICKR_BOXES = {"1": [(3.0, 2.0, 15.0, 10.0), (5.0, 4.0, 20.0, 14.0)], "2": [(10.0, 20.0, 15.0, 28.0)]}
+
+
 @pytest.fixture
 def flickr_root(tmp_path):
-    caption = "A man in a red shirt walks his dog ."
+    """MDETR's merged-GT layout as its converter writes it: one annotation per entity, listing the spans of every
+    phrase of that entity, and the per-phrase list in ``tokens_positive_eval``."""
+    caption = FLICKR_CAPTION
     doc = {
         "images": [{"file_name": "1000.jpg", "height": 30, "width": 40, "id": 0, "caption": caption,
-                    "dataset_name": "flickr", "tokens_negative": [[0, 36]], "sentence_id": 0,
-                    "original_img_id": 1000, "tokens_positive_eval": [[[0, 5]], [[9, 20]]]}],
+                    "dataset_name": "flickr", "tokens_negative": [[0, len(caption)]], "sentence_id": 0,
+                    "original_img_id": 1000, "tokens_positive_eval": [[[0, 5]], [[11, 16]], [[21, 28]]]}],
         "annotations": [
-            {"area": 50, "iscrowd": 0, "image_id": 0, "category_id": 1, "id": 0, "bbox": [2, 3, 10, 5],
-             "tokens_positive": [[0, 5]], "phrase_ids": 1},
+            {"area": 170, "iscrowd": 0, "image_id": 0, "category_id": 1, "id": 0, "bbox": [2, 3, 12, 17],
+             "tokens_positive": [[0, 5], [21, 28]]},
             {"area": 40, "iscrowd": 0, "image_id": 0, "category_id": 1, "id": 1, "bbox": [20, 10, 8, 5],
-             "tokens_positive": [[9, 20]], "phrase_ids": 2},
-            {"area": 40, "iscrowd": 0, "image_id": 0, "category_id": 1, "id": 2, "bbox": [1, 1, 3, 3],
-             "tokens_positive": [], "phrase_ids": 3},
+             "tokens_positive": [[11, 16]]},
         ],
         "categories": [{"supercategory": "object", "id": 1, "name": "object"}],
     }
@@ -42,14 +52,93 @@ def flickr_root(tmp_path):
     return tmp_path
 
 
-def test_flickr30k_entities_merged_test(flickr_root):
+def test_flickr30k_entities_one_sample_per_phrase(flickr_root):
     ds = Flickr30kEntities(flickr_root)
-    assert ds.ids() == ["0_0", "0_1"]  # the annotation without a phrase span is skipped
-    s = ds["0_1"]
-    assert s.phrase == "a red shirt"
-    assert s.box == (10.0, 20.0, 15.0, 28.0)  # [x, y, w, h] -> (y0, x0, y1, x1)
+    assert ds.ids() == ["1000_0_0", "1000_0_1", "1000_0_2"]
+    assert [ds[i].phrase for i in ds.ids()] == ["A man", "a dog", "the man"]
+    assert ds["1000_0_0"].box == ds["1000_0_2"].box == (3.0, 2.0, 20.0, 14.0)  # [x, y, w, h] -> (y0, x0, y1, x1)
+    assert ds["1000_0_1"].box == (10.0, 20.0, 15.0, 28.0)
+    s = ds["1000_0_1"]
     assert s.load_image().shape == (30, 40, 3) and s.meta["image_size"] == (30, 40)
+    assert s.meta["caption"] == FLICKR_CAPTION
     assert len(Flickr30kEntities(flickr_root, max_samples=1)) == 1
+
+
+def test_flickr30k_entities_mdetr_file_without_phrase_list_is_rejected(flickr_root):
+    path = flickr_root / "final_flickr_mergedGT_test.json"
+    doc = json.loads(path.read_text())
+    del doc["images"][0]["tokens_positive_eval"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="tokens_positive_eval"):
+        Flickr30kEntities(flickr_root)
+
+
+def _xml_object(names, box=None):
+    inner = "".join(f"<name>{n}</name>" for n in names)
+    if box is None:
+        return f"<object>{inner}<nobndbox>1</nobndbox><scene>0</scene></object>"
+    y0, x0, y1, x1 = box
+    return (f"<object>{inner}<bndbox><xmin>{x0:g}</xmin><ymin>{y0:g}</ymin><xmax>{x1:g}</xmax>"
+            f"<ymax>{y1:g}</ymax></bndbox></object>")
+
+
+@pytest.fixture
+def flickr_raw_root(tmp_path):
+    """The original release for the same image: Sentences/ with [/EN#id/type ...] markup, Annotations/ XML."""
+    (tmp_path / "Sentences").mkdir()
+    (tmp_path / "Annotations").mkdir()
+    (tmp_path / "Sentences" / "1000.txt").write_text(
+        "[/EN#1/people A man] pets [/EN#2/animals a dog] and [/EN#1/people the man] smiles .\n"
+        "[/EN#0/notvisual It] is [/EN#3/scene a sunny park] with [/EN#2/animals/other dog] .\n")
+    objects = [_xml_object(["1"], FLICKR_BOXES["1"][0]), _xml_object(["1"], FLICKR_BOXES["1"][1]),
+               _xml_object(["2"], FLICKR_BOXES["2"][0]), _xml_object(["3"])]
+    (tmp_path / "Annotations" / "1000.xml").write_text(
+        "<annotation><filename>1000.jpg</filename><size><width>40</width><height>30</height><depth>3</depth>"
+        f"</size>{''.join(objects)}</annotation>")
+    (tmp_path / "test.txt").write_text("1000\n")
+    _jpg(tmp_path / "flickr30k-images" / "1000.jpg")
+    return tmp_path
+
+
+def test_flickr30k_entities_raw_release(flickr_raw_root):
+    ds = Flickr30kEntities(flickr_raw_root, layout="raw")
+    # Sentence 1: "It" (not visual) and "a sunny park" (no box) are not grounded; "dog" is.
+    assert ds.ids() == ["1000_0_0", "1000_0_1", "1000_0_2", "1000_1_0"]
+    assert [ds[i].phrase for i in ds.ids()] == ["A man", "a dog", "the man", "dog"]
+    assert ds["1000_0_0"].box == ds["1000_0_2"].box == (3.0, 2.0, 20.0, 14.0)  # union of entity 1's boxes
+    assert ds["1000_1_0"].box == FLICKR_BOXES["2"][0]
+    assert ds["1000_1_0"].meta["caption"] == "It is a sunny park with dog ."
+    assert ds["1000_1_0"].meta["phrase_type"] == "animals/other"
+    assert ds["1000_0_0"].load_image().shape == (30, 40, 3) and ds["1000_0_0"].meta["image_size"] == (30, 40)
+
+
+def test_flickr30k_entities_layouts_agree(flickr_root, flickr_raw_root):
+    mdetr = Flickr30kEntities(flickr_root)
+    raw = Flickr30kEntities(flickr_raw_root, layout="raw")
+    for i in mdetr.ids():
+        assert (mdetr[i].phrase, mdetr[i].box, mdetr[i].meta["caption"]) == \
+            (raw[i].phrase, raw[i].box, raw[i].meta["caption"])
+
+
+def test_flickr30k_entities_raw_errors(flickr_raw_root):
+    with pytest.raises(ConfigError, match="layout"):
+        Flickr30kEntities(flickr_raw_root, layout="coco")
+    with pytest.raises(DataNotFoundError, match="val.txt"):
+        Flickr30kEntities(flickr_raw_root, layout="raw", split="val")
+    (flickr_raw_root / "Sentences" / "1000.txt").write_text("[/EN#1/people A man walks .\n")
+    with pytest.raises(ConfigError, match=r"1000.txt:1: .*not closed"):
+        Flickr30kEntities(flickr_raw_root, layout="raw")
+
+
+@pytest.mark.parametrize("line", [
+    "[/EN#5/people A] [/EN#6/other b c] d",
+    "x [/EN#7/bodyparts/clothing his hand] , and [/EN#8/other ball] .",
+])
+def test_parse_flickr_sentence_spans_index_the_sentence(line):
+    sentence, phrases = parse_flickr_sentence(line)
+    assert "[" not in sentence and "]" not in sentence
+    for p in phrases:
+        assert sentence[p["span"][0]:p["span"][1]] == p["phrase"]
 
 
 @pytest.fixture
@@ -137,8 +226,8 @@ def test_missing_files_name_path_key_and_source(tmp_path, cls, missing, key):
 
 def test_missing_image_is_a_clear_error(flickr_root):
     (flickr_root / "flickr30k-images" / "1000.jpg").unlink()
-    with pytest.raises(FileNotFoundError, match="sample 0_0 not found"):
-        Flickr30kEntities(flickr_root)["0_0"].load_image()
+    with pytest.raises(FileNotFoundError, match="sample 1000_0_0 not found"):
+        Flickr30kEntities(flickr_root)["1000_0_0"].load_image()
 
 
 def test_synthetic_grounding_is_deterministic_and_boxes_hold_the_target():
@@ -164,10 +253,59 @@ def test_synthetic_grounding_rejects_impossible_settings():
         SyntheticGrounding(n_samples=1, image_size=(40, 40), objects_range=(4, 4), size_range=(30, 30))
 
 
-@pytest.mark.parametrize("module", ["countboard.grounding.datasets.public", "countboard.grounding.datasets.synthetic"])
+@pytest.mark.parametrize("module", ["countboard.grounding.datasets.public", "countboard.grounding.datasets.synthetic",
+                                    "countboard.grounding.datasets.safe_pickle"])
 def test_docstring_examples(module):
     import doctest
     import importlib
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+class _RunsCode:
+    """Unpickling this calls ``Path.touch`` on ``marker``: what a crafted refs file could do with ``os.system``."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return Path.touch, (Path(self.marker),)
+
+
+def _write_refs(root, refs):
+    with (root / "refs(unc).p").open("wb") as f:
+        pickle.dump(refs, f, protocol=2)
+
+
+def test_refcoco_refs_file_cannot_run_code(refcoco_root):
+    marker = refcoco_root / "pwned"
+    with (refcoco_root / "refs(unc).p").open("rb") as f:
+        refs = pickle.load(f)
+    refs[0]["payload"] = _RunsCode(str(marker))
+    _write_refs(refcoco_root, refs)
+    with pytest.raises(ConfigError, match=r"refs\(unc\)\.p \(dataset.refs_file\): refused .*"
+                                          r"dataset.allow_unsafe_pickle=true"):
+        RefCocoPlus(refcoco_root, split="testA")
+    assert not marker.exists()
+    # The explicit opt-in loads it with the full pickle module (and so runs the payload).
+    assert RefCocoPlus(refcoco_root, split="testA", allow_unsafe_pickle=True).ids() == ["7_100", "7_101"]
+    assert marker.exists()
+
+
+def test_refcoco_refs_with_numpy_values_load_restricted(refcoco_root):
+    with (refcoco_root / "refs(unc).p").open("rb") as f:
+        refs = pickle.load(f)
+    refs[0]["ref_id"] = np.int64(7)
+    refs[0]["box"] = np.array([1.5, 2.0, 10.0, 12.0])
+    refs[0]["tags"] = {"left", "man"}
+    _write_refs(refcoco_root, refs)
+    assert RefCocoPlus(refcoco_root, split="testA").ids() == ["7_100", "7_101"]
+
+
+def test_refcoco_refs_that_are_not_a_pickle(refcoco_root):
+    (refcoco_root / "refs(unc).p").write_bytes(b"not a pickle at all")
+    with pytest.raises(ConfigError, match="not a readable pickle"):
+        RefCocoPlus(refcoco_root, split="testA")

@@ -44,12 +44,14 @@ def test_summary_matches_per_sample_metrics(dataset, tmp_path):
         assert row["unit_id"] == s.sample_id
         assert row["iou_soft"] == pytest.approx(grounding_metrics(m, s.box)["iou_soft"])
     result = task.summarize(df, CenterPrior(), dataset, _ctx(tmp_path))
-    for key in ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "io_ratio"):
+    for key in ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "wdp_binary", "io_ratio"):
         assert result.metrics[key] == pytest.approx(df[key].mean())
     hits, unc = int(df["pg_hit"].sum()), int(df["pg_uncertain"].sum())
     assert result.metrics["pg_accuracy"] == pytest.approx(hits / 10)
     assert result.metrics["pg_hits"] == hits and result.metrics["pg_uncertain_count"] == unc
-    assert result.tags == {"pg_accuracy_k_of_n": f"{hits} / 10", "pg_uncertainty_k_of_n": f"{unc} / 10"}
+    assert result.tags == {"pg_accuracy_k_of_n": f"{hits} / 10", "pg_uncertainty_k_of_n": f"{unc} / 10",
+                           "explainer_method": "center_prior",
+                           "explainer_detail": CenterPrior().explainer_detail()}
     hist = result.tables["grounding_histograms"]
     assert set(hist["metric"]) == {"iou_soft", "io_ratio"}
     assert hist.groupby("metric")["count"].sum().tolist() == [10, 10]
@@ -123,9 +125,36 @@ def test_counter_density_maps_are_grounded(tmp_path):
     img = np.zeros((20, 20, 3), np.uint8)
     ds = GroundingDataset([GroundingSample("a", "dogs", (5, 5, 15, 15), image=img),
                            GroundingSample("b", "cats", (0, 0, 4, 4), image=img)])
-    _, records = _run(_BoxCounter(), ds, tmp_path)
+    task, records = _run(_BoxCounter(), ds, tmp_path)
     assert [r["pg_hit"] for r in records] == [1.0, 0.0]
     assert [r["io_ratio"] for r in records] == [1.0, 0.0]
+    result = task.summarize(pd.DataFrame(records), _BoxCounter(), ds, _ctx(tmp_path))
+    assert result.tags["explainer_method"] == "density_map"
+
+
+class _NearTie(GroundingModel):
+    """Peak 1.0 inside the box and 0.996 far outside it: a tie only within a tolerance."""
+
+    explainer_method = "test_near_tie"
+
+    def heatmaps(self, samples):
+        maps = []
+        for s in samples:
+            m = np.zeros(s.image.shape[:2], np.float32)
+            m[4, 10], m[4, 110] = 1.0, 0.996
+            maps.append(m)
+        return maps
+
+
+def test_tie_tolerance_reaches_the_metric(tmp_path):
+    ds = GroundingDataset([GroundingSample("a", "x", (0, 0, 8, 60), image=np.zeros((20, 120, 3), np.uint8))])
+    exact = GroundingTask().run_units(_NearTie(), ds, ["a"], _ctx(tmp_path))
+    loose = GroundingTask(tie_tol=0.005).run_units(_NearTie(), ds, ["a"], _ctx(tmp_path))
+    assert exact[0]["pg_uncertain"] == 0.0 and loose[0]["pg_uncertain"] == 1.0
+    from countboard.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="task.tie_tol"):
+        GroundingTask(tie_tol=-0.1)
 
 
 @pytest.mark.parametrize(("overrides", "error"), [
@@ -134,6 +163,7 @@ def test_counter_density_maps_are_grounded(tmp_path):
     (["model=clip_tiny_random", "dataset=refcoco_plus_testa"], "refs(unc).p"),
     (["model=box_oracle", "dataset=refcoco_plus_testb"], "refs(unc).p"),
     (["model=box_oracle", "dataset=spatialsense", "dataset.setting=object"], "annotations.json"),
+    (["model=clip_gscorecam", "dataset=flickr30k_entities", "dataset.layout=raw"], "test.txt"),
 ])
 def test_configs_compose_and_instantiate(overrides, error, tmp_path):
     from hydra import compose, initialize_config_dir
@@ -186,10 +216,13 @@ def test_sweep_end_to_end_on_synthetic_grounding(tmp_path):
     assert set(cells["status"]) == {"FINISHED"} and set(cells["tags.family"]) == {"grounding"}
     assert (cells["metrics.n_samples"] == 12).all() and (cells["metrics.n_failed_samples"] == 0).all()
     assert cells.loc["box_oracle", "tags.pg_accuracy_k_of_n"] == "12 / 12"
+    assert cells.loc["box_oracle", "tags.explainer_method"] == "box_oracle"
+    assert cells.loc["clip_tiny_random", "tags.explainer_method"] == "gradcam"
+    assert "upsample bicubic_clip" in cells.loc["clip_tiny_random", "tags.explainer_detail"]
     assert cells.loc["box_oracle", "metrics.io_ratio"] > cells.loc["clip_tiny_random", "metrics.io_ratio"]
     for model in cells.index:
-        for key in ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "io_ratio", "pg_accuracy",
-                    "pg_uncertainty"):
+        for key in ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "wdp_binary", "io_ratio",
+                    "pg_accuracy", "pg_uncertainty"):
             assert 0.0 <= cells.loc[model, f"metrics.{key}"] <= 1.0, (model, key)
     art = next(store.glob(f"artifacts/*/{cells.loc['clip_tiny_random', 'run_id']}/artifacts"))
     samples = pd.read_parquet(art / "samples.parquet")

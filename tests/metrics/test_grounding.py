@@ -17,14 +17,14 @@ from countboard.metrics.grounding import (
 )
 
 
-def _loop_metrics(heatmap, box, tau=0.7, delta=50.0, eps=1e-8):
+def _loop_metrics(heatmap, box, tau=0.7, delta=50.0, eps=1e-8, tie_tol=0.0):
     """Every metric straight from the paper's formulas, pixel by pixel (independent of the vectorised code)."""
     h, w = len(heatmap), len(heatmap[0])
     lo = min(min(r) for r in heatmap)
     hi = max(max(r) for r in heatmap)
     a = [[(v - lo) / (hi - lo) for v in r] for r in heatmap]
     y0, x0, y1, x1 = box
-    inter = union = s_a = s_m = b_inter = b_union = b_a = s_in = pen = 0.0
+    inter = union = s_a = s_m = b_inter = b_union = b_a = s_in = pen = b_pen = 0.0
     for i in range(h):
         for j in range(w):
             m = 1.0 if (y0 <= i < y1 and x0 <= j < x1) else 0.0
@@ -40,6 +40,7 @@ def _loop_metrics(heatmap, box, tau=0.7, delta=50.0, eps=1e-8):
             s_in += v * m
             d = max(max(y0 - i, i - y1), max(x0 - j, j - x1))
             pen += v * (1 - m) * d
+            b_pen += b * (1 - m) * d
     sig = lambda z: 1 / (1 + math.exp(-z))  # noqa: E731
     s_out = s_a - s_in
     best, top = -1.0, None
@@ -56,13 +57,14 @@ def _loop_metrics(heatmap, box, tau=0.7, delta=50.0, eps=1e-8):
     for v, i, j in peaks:
         if all((i - p) ** 2 + (j - q) ** 2 > delta**2 for _, p, q in kept):
             kept.append((v, i, j))
-    inside = [y0 <= i < y1 and x0 <= j < x1 for v, i, j in kept if v == kept[0][0]] if kept else []
+    inside = [y0 <= i < y1 and x0 <= j < x1 for v, i, j in kept if v >= kept[0][0] - tie_tol] if kept else []
     return {
         "iou_soft": inter / union,
         "dice_soft": 2 * inter / (s_a + s_m),
         "iou_binary": b_inter / b_union,
         "dice_binary": 2 * b_inter / (b_a + s_m),
         "wdp": sig(math.log(pen / (s_a + eps))) if pen > 0 else 0.0,
+        "wdp_binary": sig(math.log(b_pen / (b_a + eps))) if b_pen > 0 else 0.0,
         "io_ratio": sig(math.log(s_in / s_out)) if s_out > 0 else 1.0,
         "pg_hit": int(y0 <= top[0] < y1 and x0 <= top[1] < x1),
         "pg_uncertain": int(any(inside) and not all(inside)),
@@ -84,7 +86,7 @@ def test_map_equal_to_box_mask_is_perfect():
     a = np.zeros((12, 12))
     a[3:7, 2:9] = 1.0
     m = grounding_metrics(a, (3, 2, 7, 9))
-    assert [m[k] for k in METRIC_KEYS] == [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1, 0]
+    assert [m[k] for k in METRIC_KEYS] == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1, 0]
 
 
 @pytest.mark.parametrize("d", [1, 3, 10])
@@ -113,6 +115,18 @@ def test_first_row_below_box_has_zero_distance_as_in_the_formula():
     a[10, 7] = 1.0  # row y1 itself: i − y1 = 0
     m = grounding_metrics(a, (5, 5, 10, 10))
     assert m["wdp"] == 0.0 and m["io_ratio"] == 0.0
+
+
+def test_wdp_binary_counts_thresholded_pixels_by_distance():
+    a = np.zeros((30, 30))
+    a[12, 12] = 1.0  # inside (10, 10, 15, 15)
+    a[2, 12] = 0.6  # above the box: D = 8, kept by A >= 0.5
+    a[12, 25] = 0.4  # right of the box: D = 25 - 15 = 10, dropped by the threshold
+    m = grounding_metrics(a, (10, 10, 15, 15))
+    assert m["wdp_binary"] == pytest.approx(8 / (8 + 2))
+    assert m["wdp"] == pytest.approx((0.6 * 8 + 0.4 * 10) / (0.6 * 8 + 0.4 * 10 + 2.0))
+    b = grounding_metrics_batch(a[None], np.array([[10, 10, 15, 15]]))
+    assert b["wdp_binary"][0] == pytest.approx(0.8, rel=1e-6)
 
 
 def test_binary_threshold_at_half():
@@ -145,6 +159,20 @@ def test_tied_maxima_within_delta_are_suppressed():
     a[4, 70] = 1.0  # outside, 20 px away: suppressed by NMS with delta = 50
     assert grounding_metrics(a, (0, 0, 8, 60))["pg_uncertain"] == 0
     assert grounding_metrics(a, (0, 0, 8, 60), delta=10)["pg_uncertain"] == 1
+
+
+def test_tie_tolerance_counts_near_equal_maxima_as_tied():
+    a = np.zeros((20, 120))
+    a[4, 10] = 1.0  # inside (0, 0, 8, 60)
+    a[4, 100] = 0.996  # outside, 90 px away
+    box = (0, 0, 8, 60)
+    assert grounding_metrics(a, box)["pg_uncertain"] == 0  # exact ties only
+    assert grounding_metrics(a, box, tie_tol=0.005)["pg_uncertain"] == 1
+    assert grounding_metrics(a, box, tie_tol=0.003)["pg_uncertain"] == 0
+    b = grounding_metrics_batch(np.stack([a, a]), np.array([box, box]), tie_tol=0.005)
+    assert b["pg_uncertain"].tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="tie_tol"):
+        grounding_metrics_batch(a[None], np.array([box]), tie_tol=-1)
 
 
 def test_tau_gates_uncertainty_without_normalisation():
@@ -232,6 +260,21 @@ def test_random_maps_match_direct_loop_implementation():
     assert 0 < n_uncertain < len(maps)  # the seeded set exercises both outcomes
 
 
+@pytest.mark.parametrize("tie_tol", [0.02, 0.1])
+def test_tie_tolerance_matches_direct_loop_implementation(tie_tol):
+    rng = np.random.default_rng(3)
+    maps, boxes = _random_maps(rng, 30, 14, 19)
+    batch = grounding_metrics_batch(maps, boxes, delta=4.0, tie_tol=tie_tol)
+    refs = [_loop_metrics(maps[k].tolist(), tuple(int(v) for v in boxes[k]), delta=4.0, tie_tol=tie_tol)
+            for k in range(len(maps))]
+    single = [grounding_metrics(maps[k], boxes[k], delta=4.0, tie_tol=tie_tol)["pg_uncertain"]
+              for k in range(len(maps))]
+    expected = [r["pg_uncertain"] for r in refs]
+    assert single == expected and batch["pg_uncertain"].tolist() == expected
+    exact = grounding_metrics_batch(maps, boxes, delta=4.0)["pg_uncertain"]
+    assert sum(expected) > exact.sum()  # the tolerance adds near-ties on this seeded set
+
+
 def test_batch_matches_single_on_larger_smooth_maps():
     rng = np.random.default_rng(7)
     maps, boxes = _random_maps(rng, 9, 64, 48)
@@ -265,7 +308,8 @@ def test_mosaic_grounding_uses_positive_half_as_box():
 def test_docstring_examples():
     import doctest
 
-    from countboard.metrics import grounding
+    from countboard.metrics import grounding, pointing_game
 
-    result = doctest.testmod(grounding, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 5 and result.failed == 0
+    for module in (grounding, pointing_game):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted >= 3 and result.failed == 0

@@ -7,11 +7,13 @@ map ``A`` (``H×W``, min-max normalised to ``[0, 1]``) and one box ``(y0, x0, y1
 - ``iou_soft = Σ(A·M) / Σ(A + M − A·M)``, ``dice_soft = 2Σ(A·M) / (ΣA + ΣM)``;
 - ``iou_binary``, ``dice_binary``: the same with ``A`` thresholded at 0.5 (``A >= 0.5``);
 - ``wdp = Sigmoid(log(ΣP / (ΣA + ε)))``, ``P = A·(1 − M)·D``,
-  ``D_ij = max(max(y0 − i, i − y1), max(x0 − j, j − x1))`` (lower is better);
+  ``D_ij = max(max(y0 − i, i − y1), max(x0 − j, j − x1))`` (lower is better); ``wdp_binary``: the same with ``A``
+  thresholded at 0.5 (the paper's Table 1 "WDP Binary", §4's "more practical metric");
 - ``io_ratio = Sigmoid(log(S_in / S_out))``: ``S_in`` the mass inside the box, ``S_out`` the rest;
 - ``pg_hit``: 1 when the (first, row-major) maximum of ``A`` lies in the box;
 - ``pg_uncertain``: 1 when the tied top local maxima above ``tau`` that survive non-maximum suppression (radius
-  ``delta``) are not all inside or all outside the box.
+  ``delta``) are not all inside or all outside the box (``countboard.metrics.pointing_game``; ``tie_tol`` sets
+  what counts as tied).
 
 ``Sigmoid(log(r)) = r / (1 + r)``, so ``io_ratio = S_in / ΣA`` and ``wdp = ΣP / (ΣP + ΣA + ε)``; the code uses these
 exact closed forms, which also settle the limits without warnings: all mass inside gives ``io_ratio = 1`` (``S_out =
@@ -24,7 +26,8 @@ Documented values for degenerate input:
 - Boxes are clipped to the image; a box that does not overlap the image, or has no area, raises ``ValueError``.
 - NaN or infinite activations raise ``ValueError`` (``grounding_metrics_batch(..., nan_policy="omit")`` instead
   marks the map invalid and gives NaN metrics for it, so a sweep can record the unit as failed and go on).
-- Ties between maxima are exact equality of activation values (as produced by plateaus and nearest upsampling).
+- Ties between maxima are exact equality of activation values by default (as produced by plateaus, nearest
+  upsampling, and bicubic upsampling clipped to ``[0, 1]``); ``tie_tol > 0`` widens them.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from scipy import ndimage
+
+from countboard.metrics.pointing_game import pg_uncertain, pointing_game
 
 EPS = 1e-8
 BINARY_THRESHOLD = 0.5
-METRIC_KEYS = ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "io_ratio", "pg_hit", "pg_uncertain")
+METRIC_KEYS = ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "wdp_binary", "io_ratio", "pg_hit",
+               "pg_uncertain")
 
 
 def clip_box(box: Sequence[float], shape: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -97,61 +102,8 @@ def distance_map(box: tuple[int, int, int, int], shape: tuple[int, int]) -> np.n
     return np.maximum(np.maximum(y0 - i, i - y1), np.maximum(x0 - j, j - x1))
 
 
-def _nms_mixed(points: np.ndarray, inside: np.ndarray, delta: float) -> bool:
-    """Greedy NMS over ``points`` (already in processing order); True when survivors are both in and out."""
-    alive = np.ones(len(points), dtype=bool)
-    kept_in = kept_out = False
-    for k in range(len(points)):
-        if not alive[k]:
-            continue
-        kept_in |= bool(inside[k])
-        kept_out |= not bool(inside[k])
-        if kept_in and kept_out:
-            return True
-        d2 = ((points[k + 1:] - points[k]) ** 2).sum(axis=1)
-        alive[k + 1:] &= d2 > delta * delta
-    return False
-
-
-def _in_box(ij: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
-    y0, x0, y1, x1 = box
-    return (ij[:, 0] >= y0) & (ij[:, 0] < y1) & (ij[:, 1] >= x0) & (ij[:, 1] < x1)
-
-
-def pointing_game(a: np.ndarray, box: tuple[int, int, int, int], *, tau: float = 0.7,
-                  delta: float = 50) -> tuple[int, int]:
-    """Pointing-game hit and uncertainty of a normalised map ``a`` and a clipped box.
-
-    Local maxima are pixels not smaller than any of their 8 neighbours and above ``tau``; sorted by value (ties in
-    row-major order), a maximum within Euclidean distance ``delta`` of one already kept is suppressed. The map is
-    uncertain when the kept maxima tied with the top value are not all inside or all outside the box.
-
-    Example:
-        >>> a = np.zeros((8, 120)); a[4, 10] = a[4, 100] = 1.0
-        >>> pointing_game(a, (0, 0, 8, 60))
-        (1, 1)
-    """
-    if a.max() <= 0:
-        return 0, 0
-    top = np.unravel_index(int(np.argmax(a)), a.shape)
-    hit = int(_in_box(np.array([top]), box)[0])
-    peaks = (a == ndimage.maximum_filter(a, size=3, mode="nearest")) & (a > tau)
-    ij = np.argwhere(peaks)
-    if len(ij) == 0:
-        return hit, 0
-    values = a[peaks]
-    order = np.argsort(-values, kind="stable")
-    ij, values = ij[order], values[order]
-    tied = values == values[0]
-    ij_top = ij[tied]
-    inside = _in_box(ij_top, box)
-    if inside.all() or not inside.any():
-        return hit, 0
-    return hit, int(_nms_mixed(ij_top.astype(np.float64), inside, delta))
-
-
 def grounding_metrics(heatmap: np.ndarray, box: Sequence[float], *, tau: float = 0.7, delta: float = 50,
-                      normalize: bool = True) -> dict[str, float]:
+                      normalize: bool = True, tie_tol: float = 0.0) -> dict[str, float]:
     """All Q-GroundCAM metrics of one activation map and one box.
 
     Args:
@@ -161,9 +113,11 @@ def grounding_metrics(heatmap: np.ndarray, box: Sequence[float], *, tau: float =
         tau: Activation threshold of the local maxima considered by the pointing-game uncertainty.
         delta: NMS radius (pixels) of the pointing-game uncertainty.
         normalize: Min-max normalise first (the paper's setting).
+        tie_tol: Local maxima within ``tie_tol`` of the top value count as tied in ``pg_uncertain`` (0: exact).
 
     Returns:
-        ``iou_soft``, ``dice_soft``, ``iou_binary``, ``dice_binary``, ``wdp``, ``io_ratio``, ``pg_hit``,
+        ``iou_soft``, ``dice_soft``, ``iou_binary``, ``dice_binary``, ``wdp``, ``wdp_binary``, ``io_ratio``,
+        ``pg_hit``,
         ``pg_uncertain`` and ``empty_map`` (1 for an all-zero or constant map, whose metrics are all 0).
 
     Example:
@@ -189,14 +143,17 @@ def grounding_metrics(heatmap: np.ndarray, box: Sequence[float], *, tau: float =
     binary = a >= BINARY_THRESHOLD
     b_total = float(binary.sum())
     b_in = float(binary[y0:y1, x0:x1].sum())
-    penalty = float((a * np.maximum(distance_map(b, a.shape), 0)).sum())
-    hit, uncertain = pointing_game(a, b, tau=tau, delta=delta)
+    dist = np.maximum(distance_map(b, a.shape), 0)
+    penalty = float((a * dist).sum())
+    b_penalty = float((binary * dist).sum())
+    hit, uncertain = pointing_game(a, b, tau=tau, delta=delta, tie_tol=tie_tol)
     return {
         "iou_soft": s_in / (total + area - s_in),
         "dice_soft": 2 * s_in / (total + area),
         "iou_binary": b_in / (b_total + area - b_in),
         "dice_binary": 2 * b_in / (b_total + area),
         "wdp": penalty / (penalty + total + EPS),
+        "wdp_binary": b_penalty / (b_penalty + b_total + EPS),
         "io_ratio": s_in / total,
         "pg_hit": hit,
         "pg_uncertain": uncertain,
@@ -217,15 +174,6 @@ def _clip_boxes(boxes: np.ndarray, n: int, shape: tuple[int, int]) -> np.ndarray
     return out
 
 
-def _tie_uncertain(tie: np.ndarray, box: np.ndarray, delta: float) -> int:
-    """Uncertainty among the pixels tied with the global maximum (they lead any sorted list of maxima)."""
-    ij = np.argwhere(tie)
-    inside = _in_box(ij, tuple(box))
-    if inside.all() or not inside.any():
-        return 0
-    return int(_nms_mixed(ij.astype(np.float64), inside, delta))
-
-
 class _Buffers:
     """Work arrays reused across chunks (fresh multi-megabyte arrays per chunk cost page faults)."""
 
@@ -236,7 +184,7 @@ class _Buffers:
 
 
 def _mass_sums(a: np.ndarray, boxes: np.ndarray, buf: _Buffers) -> tuple[np.ndarray, ...]:
-    """Per map: mass inside the box, total mass, the same for ``a >= 0.5``, and ``Σ A·max(D, 0)``.
+    """Per map: mass inside the box, total mass, the same for ``a >= 0.5``, and ``Σ A·max(D, 0)`` for both.
 
     The box mask is separable (rows × columns), so box sums are one batched matrix product with the column mask
     (and a column of ones for the totals) followed by a dot product with the row mask.
@@ -253,11 +201,12 @@ def _mass_sums(a: np.ndarray, boxes: np.ndarray, buf: _Buffers) -> tuple[np.ndar
     dx = np.maximum(np.maximum(x0 - cols, cols - x1), 0).astype(np.float32)
     dist = np.maximum(dy[:, :, None], dx[:, None, :], out=buf.d[:n]).reshape(n, 1, h * w)
     penalty = (dist @ a.reshape(n, h * w, 1))[:, 0, 0].astype(np.float64)
+    b_penalty = (dist @ binary.reshape(n, h * w, 1))[:, 0, 0].astype(np.float64)
     return (np.einsum("nh,nh->n", row_in, sums[:, :, 0]), sums[:, :, 1].sum(axis=1),
-            np.einsum("nh,nh->n", row_in, bsums[:, :, 0]), bsums[:, :, 1].sum(axis=1), penalty)
+            np.einsum("nh,nh->n", row_in, bsums[:, :, 0]), bsums[:, :, 1].sum(axis=1), penalty, b_penalty)
 
 
-def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, normalize: bool,
+def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, normalize: bool, tie_tol: float,
                    buf: _Buffers) -> dict:
     n, h, w = x.shape
     flat = x.reshape(n, h * w)
@@ -274,15 +223,24 @@ def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, n
     scale = np.where(empty, 0, 1 / np.where(empty, 1, span)) if normalize else np.where(valid, 1.0, 0.0)
     a = np.subtract(x, lo[:, None, None].astype(np.float32), out=buf.a[:n])
     a *= scale[:, None, None].astype(np.float32)
-    s_in, total, b_in, b_total, penalty = _mass_sums(a, boxes, buf)
+    s_in, total, b_in, b_total, penalty, b_penalty = _mass_sums(a, boxes, buf)
     y0, x0, y1, x1 = (boxes[:, k] for k in range(4))
     area = ((y1 - y0) * (x1 - x0)).astype(np.float64)
     fy, fx = first // w, first % w
     hit = (fy >= y0) & (fy < y1) & (fx >= x0) & (fx < x1) & ~empty
     uncertain = np.zeros(n)
     top = np.where(normalize, 1.0, xmax)
-    for k in np.flatnonzero(valid & ~empty & (top > tau) & (first != last)):
-        uncertain[k] = _tie_uncertain(x[k] == x[k].reshape(-1)[first[k]], boxes[k], delta)
+    # Only maps with a second pixel (nearly) tied with the maximum can be uncertain; the margin keeps every such
+    # map for the exact float64 check, which decides.
+    margin = (tie_tol * (1 + 1e-3) + 1e-6) * np.where(normalize, span, 1.0)
+    if tie_tol > 0:
+        several = (flat >= (xmax - margin)[:, None].astype(np.float32)).sum(axis=1) > 1
+    else:
+        several = first != last
+    for k in np.flatnonzero(valid & ~empty & (top > tau) & several):
+        xk = x[k].astype(np.float64)
+        ak = (xk - lo[k]) / span[k] if normalize else xk
+        uncertain[k] = pg_uncertain(ak, tuple(boxes[k]), tau=tau, delta=delta, tie_tol=tie_tol)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = {
             "iou_soft": s_in / (total + area - s_in),
@@ -290,6 +248,7 @@ def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, n
             "iou_binary": b_in / (b_total + area - b_in),
             "dice_binary": 2 * b_in / (b_total + area),
             "wdp": penalty / (penalty + total + EPS),
+            "wdp_binary": b_penalty / (b_penalty + b_total + EPS),
             "io_ratio": s_in / total,
             "pg_hit": hit.astype(np.float64),
             "pg_uncertain": uncertain,
@@ -302,7 +261,7 @@ def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, n
 
 
 def grounding_metrics_batch(heatmaps: np.ndarray, boxes: np.ndarray, *, tau: float = 0.7, delta: float = 50,
-                            normalize: bool = True, nan_policy: str = "raise",
+                            normalize: bool = True, tie_tol: float = 0.0, nan_policy: str = "raise",
                             chunk_size: int = 4, workers: int = 2) -> dict[str, np.ndarray]:
     """Vectorised ``grounding_metrics`` over ``N`` maps of one size (same values, same documented limits).
 
@@ -314,7 +273,7 @@ def grounding_metrics_batch(heatmaps: np.ndarray, boxes: np.ndarray, *, tau: flo
     Args:
         heatmaps: ``(N, H, W)`` activations.
         boxes: ``(N, 4)`` boxes ``(y0, x0, y1, x1)``.
-        tau, delta, normalize: As in ``grounding_metrics``.
+        tau, delta, normalize, tie_tol: As in ``grounding_metrics``.
         nan_policy: ``"raise"`` (ValueError naming the maps with NaN/infinite values) or ``"omit"`` (their metrics
             are NaN and ``valid`` is False).
         chunk_size: Maps per vectorised step.
@@ -330,6 +289,8 @@ def grounding_metrics_batch(heatmaps: np.ndarray, boxes: np.ndarray, *, tau: flo
     """
     if nan_policy not in ("raise", "omit"):
         raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
+    if tie_tol < 0:
+        raise ValueError(f"tie_tol must be >= 0, got {tie_tol}")
     heatmaps = np.asarray(heatmaps)
     if heatmaps.ndim != 3 or heatmaps.shape[1] == 0 or heatmaps.shape[2] == 0:
         raise ValueError(f"heatmaps must be a (N, H, W) array, got shape {heatmaps.shape}")
@@ -341,7 +302,8 @@ def grounding_metrics_batch(heatmaps: np.ndarray, boxes: np.ndarray, *, tau: flo
     def run(share: list[int]) -> list[dict]:
         buf = _Buffers(min(chunk_size, n), *heatmaps.shape[1:])
         return [_chunk_metrics(np.asarray(heatmaps[s:s + chunk_size], dtype=np.float32),
-                               clipped[s:s + chunk_size], tau, delta, normalize, buf) for s in share]
+                               clipped[s:s + chunk_size], tau, delta, normalize, tie_tol,
+                               buf) for s in share]
 
     shares = [starts[k * len(starts) // workers:(k + 1) * len(starts) // workers] for k in range(workers)]
     if workers == 1:

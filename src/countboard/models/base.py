@@ -147,12 +147,21 @@ class Generator(ABC):
 
 
 class GroundingModel(ABC):
-    """Maps (image, phrase) samples to activation maps over the image."""
+    """Maps (image, phrase) samples to activation maps over the image.
+
+    ``explainer_method`` names how the maps are made (logged as a run tag so the leaderboard can show it) and
+    ``explainer_detail()`` the settings a reader needs to compare rows (layer, backbone, upsampling).
+    """
 
     kind = "vlm"
+    explainer_method = "unspecified"
 
     def __init__(self, device: str = "cpu"):
         self.device = device
+
+    def explainer_detail(self) -> str:
+        """Short human-readable settings of the explainer (empty when there is nothing to add)."""
+        return ""
 
     @abstractmethod
     def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:

@@ -13,7 +13,8 @@ from countboard.errors import ConfigError
 from countboard.grounding.datasets.public import GroundingSample
 from countboard.grounding.models.blip_gradcam import BlipGradCAM
 from countboard.grounding.models.clip_gradcam import ClipGradCAM, TinyRandomClipGradCAM, tiny_clip_config
-from countboard.grounding.models.gradcam import resolve_module, token_gradcam
+from countboard.grounding.models.clip_gscorecam import ClipGScoreCAM
+from countboard.grounding.models.gradcam import pixel_batch, resolve_module, token_gradcam, upsample_map
 
 PHRASES = ["the red circle", "a blue square"]
 
@@ -130,8 +131,100 @@ def test_token_gradcam_rejects_wrong_grid():
         token_gradcam(torch.zeros(1, 5, 2), torch.zeros(1, 5, 2), (3, 3))
 
 
+def _zoom_reference(cam, size):
+    """skimage ``resize(order=3, mode="constant")`` written as spline sampling at the output pixel centres."""
+    from scipy import ndimage
+
+    a = (cam - cam.min()) / (cam.max() - cam.min())
+    (h, w), (big_h, big_w) = cam.shape, size
+    yy = (np.arange(big_h) + 0.5) * h / big_h - 0.5
+    xx = (np.arange(big_w) + 0.5) * w / big_w - 0.5
+    grid = np.meshgrid(yy, xx, indexing="ij")
+    return np.clip(ndimage.map_coordinates(a, grid, order=3, mode="grid-constant", cval=0.0), 0, 1)
+
+
+@pytest.mark.parametrize(("shape", "size"), [((7, 9), (30, 41)), ((14, 14), (56, 80))])
+def test_bicubic_clip_upsampling_is_getattmap_without_blur(shape, size):
+    cam = np.random.default_rng(1).random(shape) * 5 - 1
+    up = upsample_map(cam, size, "bicubic_clip")
+    assert up.shape == size and up.dtype == np.float32 and up.min() >= 0 and up.max() == 1.0
+    np.testing.assert_allclose(up, _zoom_reference(cam, size), atol=1e-6)
+    bilinear = upsample_map(cam, size, "bilinear")
+    expected = torch.nn.functional.interpolate(torch.from_numpy(cam)[None, None], size=size, mode="bilinear")
+    np.testing.assert_allclose(bilinear, expected[0, 0].numpy(), rtol=1e-6)
+    with pytest.raises(ConfigError, match="model.upsample='nearest'"):
+        upsample_map(cam, size, "nearest")
+
+
+def test_clipped_bicubic_upsampling_creates_the_tied_maxima_pg_uncertainty_counts():
+    from countboard.metrics.grounding import grounding_metrics_batch
+
+    rng = np.random.default_rng(0)
+    grids = rng.random((40, 12, 12)) ** 3
+    y0, x0 = rng.integers(0, 48, 40), rng.integers(0, 48, 40)
+    boxes = np.stack([y0, x0, y0 + rng.integers(8, 48, 40), x0 + rng.integers(8, 48, 40)], axis=1)
+    counts = {}
+    for method in ("bilinear", "bicubic_clip"):
+        maps = np.stack([upsample_map(g, (96, 96), method) for g in grids])
+        counts[method] = int(grounding_metrics_batch(maps, boxes, delta=12)["pg_uncertain"].sum())
+    assert counts["bilinear"] == 0 and counts["bicubic_clip"] > 0
+
+
+def _gscorecam_loop(model, sample, topk):
+    """gScoreCAM from its description: one autograd pass, then each top channel's masked image scored alone."""
+    pixels = pixel_batch([sample.image], model.input_size, model.mean, model.std)
+    text = model.tokenize([sample.phrase])
+    kept = []
+    ln = model.model.vision_model.encoder.layers[-1].layer_norm1
+    handle = ln.register_forward_hook(lambda _m, _i, o: kept.append(o))
+    try:
+        out = model.model(pixel_values=pixels, **text)
+    finally:
+        handle.remove()
+    acts = kept[0]  # the last block's first LayerNorm output
+    (grad,) = torch.autograd.grad(out.logits_per_image[0, 0], acts)
+    gh, gw = model.grid
+    a, g = acts[0, 1:].detach(), grad[0, 1:]
+    channels = a.shape[1]
+    order = sorted(range(channels), key=lambda c: -float(g[:, c].mean()))[:topk]
+    scores = [0.0] * channels
+    for c in order:
+        grid = a[:, c].reshape(1, 1, gh, gw)
+        mask = torch.nn.functional.interpolate(grid, size=model.input_size, mode="bilinear", align_corners=True)
+        mask = (mask - mask.min()) / (mask.max() - mask.min() + 1e-6)
+        with torch.no_grad():
+            scores[c] = float(model.model(pixel_values=pixels * mask, **text).logits_per_image[0, 0])
+    total = sum(np.exp(s) for s in scores)
+    cam = sum(np.exp(scores[c]) / total * a[:, c].reshape(gh, gw) for c in range(channels))
+    return torch.relu(cam)
+
+
+def test_gscorecam_matches_direct_loop_on_tiny_clip(tiny_clip_dir):
+    model = ClipGScoreCAM(model_id=str(tiny_clip_dir), topk=5, score_batch_size=2)
+    samples = _samples(2)
+    cams = model._cams([s.image for s in samples], [s.phrase for s in samples])
+    for k, s in enumerate(samples):
+        torch.testing.assert_close(cams[k], _gscorecam_loop(model, s, 5), rtol=1e-4, atol=1e-6)
+    maps = model.heatmaps(samples)
+    assert [m.shape for m in maps] == [s.image.shape[:2] for s in samples]
+    assert model.explainer_method == "gscorecam" and "top-5" in model.explainer_detail()
+    every = ClipGScoreCAM(model_id=str(tiny_clip_dir), topk=1000)._cams([samples[0].image], [samples[0].phrase])
+    assert every.shape == (1, *model.grid)  # topk above the channel count scores every channel
+
+
+def test_blip_default_block_is_lavis_and_labelled(tiny_blip_dir):
+    from countboard.grounding.models.blip_gradcam import DEFAULT_LAYER, cross_attention_block_label
+
+    assert DEFAULT_LAYER == "text_encoder.encoder.layer.6.crossattention.self"
+    model = BlipGradCAM(model_id=str(tiny_blip_dir), target_layer="text_encoder.encoder.layer.0.crossattention.self")
+    assert model.explainer_method == "cross_attention_gradcam"
+    assert "cross-attention block 0 (LAVIS default: 6)" in model.explainer_detail()
+    assert cross_attention_block_label(DEFAULT_LAYER) == "cross-attention block 6 (LAVIS default)"
+
+
 @pytest.mark.parametrize("module", ["countboard.grounding.models.gradcam", "countboard.grounding.models.clip_gradcam",
-                                    "countboard.grounding.models.blip_gradcam", "countboard.grounding.models.baselines"])
+                                    "countboard.grounding.models.blip_gradcam", "countboard.grounding.models.baselines",
+                                    "countboard.grounding.models.clip_gscorecam"])
 def test_docstring_examples(module):
     import doctest
     import importlib

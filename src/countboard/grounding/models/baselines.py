@@ -36,9 +36,14 @@ def _image_size(sample: GroundingSample) -> tuple[int, int]:
 class BoxOracle(GroundingModel):
     """A Gaussian centred on the true box, ``spread`` × its height/width as sigma (reads the annotation)."""
 
+    explainer_method = "box_oracle"
+
     def __init__(self, spread: float = 0.25, device: str = "cpu"):
         super().__init__(device)
         self.spread = float(spread)
+
+    def explainer_detail(self) -> str:
+        return f"reference map from the ground-truth box (sigma {self.spread} x box size), not a model"
 
     def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
         out = []
@@ -52,9 +57,14 @@ class BoxOracle(GroundingModel):
 class CenterPrior(GroundingModel):
     """A Gaussian at the image centre, ``sigma_frac`` × image height/width as sigma (ignores image and phrase)."""
 
+    explainer_method = "center_prior"
+
     def __init__(self, sigma_frac: float = 0.25, device: str = "cpu"):
         super().__init__(device)
         self.sigma_frac = float(sigma_frac)
+
+    def explainer_detail(self) -> str:
+        return f"reference map at the image centre (sigma {self.sigma_frac} x image size), not a model"
 
     def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
         out = []

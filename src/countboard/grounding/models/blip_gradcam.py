@@ -5,10 +5,15 @@ probabilities from text tokens to image patches are multiplied by their clamped-
 "match" logit, averaged over heads and over the phrase's tokens, and reshaped to the patch grid. The ITM head reads
 only the first token of the last layer, so the target block must lie below the last one for the phrase tokens'
 attention to carry gradient.
+
+Block: LAVIS's ``compute_gradcam`` (which the Q-GroundCAM BLIP maps come from) defaults to cross-attention block 6
+of the 12-layer text encoder, and that is the default here; ALBEF's grounding demo uses block 8. The block is
+``model.target_layer`` and every run's ``explainer_detail`` tag names it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,6 +22,7 @@ import torch
 from countboard.grounding.datasets.public import GroundingSample
 from countboard.grounding.models.gradcam import (
     ActivationCapture,
+    check_upsample,
     pixel_batch,
     resolve_module,
     to_image_maps,
@@ -24,8 +30,9 @@ from countboard.grounding.models.gradcam import (
 )
 from countboard.models.base import GroundingModel
 
-#: Cross-attention block used by the BLIP/ALBEF GradCAM recipes (layer 8 of the 12-layer text encoder).
-DEFAULT_LAYER = "text_encoder.encoder.layer.8.crossattention.self"
+#: LAVIS ``compute_gradcam``'s default: cross-attention block 6 of the 12-layer text encoder.
+DEFAULT_LAYER = "text_encoder.encoder.layer.6.crossattention.self"
+LAVIS_BLOCK = 6
 
 
 def cross_attention_gradcam(attn: torch.Tensor, grads: torch.Tensor, mask: torch.Tensor,
@@ -47,21 +54,42 @@ def cross_attention_gradcam(attn: torch.Tensor, grads: torch.Tensor, mask: torch
     return cam.reshape(b, *grid)
 
 
+def cross_attention_block_label(target_layer: str) -> str:
+    """How the target block compares with LAVIS's default, for the run's ``explainer_detail`` tag.
+
+    Example:
+        >>> cross_attention_block_label("text_encoder.encoder.layer.8.crossattention.self")
+        'cross-attention block 8 (LAVIS default: 6)'
+    """
+    match = re.search(r"layer\.(-?\d+)\.crossattention", target_layer)
+    if match is None:
+        return f"layer {target_layer}"
+    block = int(match.group(1))
+    return f"cross-attention block {block} ({'LAVIS default' if block == LAVIS_BLOCK else 'LAVIS default: 6'})"
+
+
 class BlipGradCAM(GroundingModel):
     """GradCAM maps of BLIP ITM for a ``BlipForImageTextRetrieval`` checkpoint.
 
     Args:
         model_id: Hub id or local directory (default ``Salesforce/blip-itm-base-coco``).
-        target_layer: Dotted path of a cross-attention ``self`` module of the text encoder.
+        target_layer: Dotted path of a cross-attention ``self`` module of the text encoder (block 6 by default,
+            LAVIS's; ALBEF's demo uses 8).
         batch_size: Samples per forward/backward pass.
+        upsample: Patch-grid to image resizing, ``bicubic_clip`` (LAVIS ``getAttMap``-like, the paper's) or
+            ``bilinear``.
         device: ``"cpu"`` or ``"cuda"``.
     """
 
+    explainer_method = "cross_attention_gradcam"
+
     def __init__(self, model_id: str = "Salesforce/blip-itm-base-coco", target_layer: str = DEFAULT_LAYER,
-                 batch_size: int = 4, device: str = "cpu"):
+                 batch_size: int = 4, upsample: str = "bicubic_clip", device: str = "cpu"):
         from transformers import AutoTokenizer, BlipForImageTextRetrieval, BlipImageProcessor
 
         super().__init__(device)
+        self.upsample = check_upsample(upsample)
+        self.target_layer = target_layer
         self.model = BlipForImageTextRetrieval.from_pretrained(model_id).to(device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_id)
         proc = BlipImageProcessor.from_pretrained(model_id)
@@ -69,6 +97,10 @@ class BlipGradCAM(GroundingModel):
         self.layer = resolve_module(self.model, target_layer)
         self.input_size, self.grid = vit_geometry(self.model.config.vision_config)
         self.batch_size = max(int(batch_size), 1)
+
+    def explainer_detail(self) -> str:
+        return (f"BLIP ITM, {cross_attention_block_label(self.target_layer)}, "
+                f"{self.grid[0]}x{self.grid[1]} patches, upsample {self.upsample}")
 
     def _cams(self, images: list[np.ndarray], phrases: list[str]) -> torch.Tensor:
         pixels = pixel_batch(images, self.input_size, self.mean, self.std).to(self.device)
@@ -90,5 +122,5 @@ class BlipGradCAM(GroundingModel):
             chunk = samples[start:start + self.batch_size]
             images = [s.load_image() for s in chunk]
             cams = self._cams(images, [s.phrase for s in chunk])
-            out += to_image_maps(cams, [im.shape[:2] for im in images])
+            out += to_image_maps(cams, [im.shape[:2] for im in images], self.upsample)
         return out

@@ -16,6 +16,7 @@ import torch
 from countboard.grounding.datasets.public import GroundingSample
 from countboard.grounding.models.gradcam import (
     ActivationCapture,
+    check_upsample,
     pixel_batch,
     resolve_module,
     to_image_maps,
@@ -37,14 +38,19 @@ class ClipGradCAM(GroundingModel):
         model_id: Hub id or local directory with the model, tokenizer and image-processor files.
         target_layer: Dotted module path whose ``(B, 1 + N, C)`` token output is explained.
         batch_size: Samples per forward/backward pass.
+        upsample: Token-grid to image resizing, ``bicubic_clip`` (the paper's) or ``bilinear``
+            (see ``countboard.grounding.models.gradcam.upsample_map``).
         device: ``"cpu"`` or ``"cuda"``.
     """
 
+    explainer_method = "gradcam"
+
     def __init__(self, model_id: str = "openai/clip-vit-base-patch16", target_layer: str = DEFAULT_LAYER,
-                 batch_size: int = 8, device: str = "cpu"):
+                 batch_size: int = 8, upsample: str = "bicubic_clip", device: str = "cpu"):
         from transformers import AutoTokenizer, CLIPImageProcessor, CLIPModel
 
         super().__init__(device)
+        self.upsample = check_upsample(upsample)
         model = CLIPModel.from_pretrained(model_id)
         tokenizer = AutoTokenizer.from_pretrained(model_id)
         proc = CLIPImageProcessor.from_pretrained(model_id)
@@ -54,12 +60,16 @@ class ClipGradCAM(GroundingModel):
 
         self._setup(model, tokenize, proc.image_mean, proc.image_std, target_layer, batch_size)
 
+    def explainer_detail(self) -> str:
+        return f"CLIP ViT {self.target_layer}, {self.grid[0]}x{self.grid[1]} tokens, upsample {self.upsample}"
+
     def _setup(self, model, tokenize, mean, std, target_layer: str, batch_size: int) -> None:
         self.model = model.to(self.device).eval()
         for p in self.model.parameters():
             p.requires_grad_(True)
         self.tokenize = tokenize
         self.mean, self.std = tuple(mean), tuple(std)
+        self.target_layer = target_layer
         self.layer = resolve_module(self.model, target_layer)
         self.input_size, self.grid = vit_geometry(self.model.config.vision_config)
         self.batch_size = max(int(batch_size), 1)
@@ -80,7 +90,7 @@ class ClipGradCAM(GroundingModel):
             chunk = samples[start:start + self.batch_size]
             images = [s.load_image() for s in chunk]
             cams = self._cams(images, [s.phrase for s in chunk])
-            out += to_image_maps(cams, [im.shape[:2] for im in images])
+            out += to_image_maps(cams, [im.shape[:2] for im in images], self.upsample)
         return out
 
 
@@ -133,15 +143,17 @@ class TinyRandomClipGradCAM(ClipGradCAM):
     Args:
         seed: Initialisation seed (the global torch RNG is left untouched).
         image_size, patch_size, hidden_size, num_layers, num_heads, vocab_size: Tiny architecture.
-        target_layer, batch_size, device: As in ``ClipGradCAM``.
+        target_layer, batch_size, upsample, device: As in ``ClipGradCAM``.
     """
 
     def __init__(self, seed: int = 0, image_size: int = 64, patch_size: int = 8, hidden_size: int = 32,
                  num_layers: int = 2, num_heads: int = 2, vocab_size: int = 512,
-                 target_layer: str = DEFAULT_LAYER, batch_size: int = 8, device: str = "cpu"):
+                 target_layer: str = DEFAULT_LAYER, batch_size: int = 8, upsample: str = "bicubic_clip",
+                 device: str = "cpu"):
         from transformers import CLIPModel
 
         GroundingModel.__init__(self, device)
+        self.upsample = check_upsample(upsample)
         config = tiny_clip_config(vocab_size, image_size, patch_size, hidden_size, num_layers, num_heads)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

@@ -6,7 +6,7 @@ hook that keeps its gradient, the ViT token-grid reshape) are implemented here w
 
 To add a grounding model: subclass ``GroundingModel`` (``heatmaps(samples)`` returns one ``(H, W)`` map per sample
 at image resolution; any scale, the metrics min-max normalise), accept ``device``, add ``conf/model/<name>.yaml``
-with ``kind: vlm``.
+with ``kind: vlm``, and set ``explainer_method``.
 """
 
 from __future__ import annotations
@@ -118,14 +118,57 @@ def token_gradcam(acts: torch.Tensor, grads: torch.Tensor, grid: tuple[int, int]
     return torch.relu(torch.einsum("bhwc,bc->bhw", a, w))
 
 
-def to_image_maps(cams: torch.Tensor, sizes: Sequence[tuple[int, int]]) -> list[np.ndarray]:
-    """Bilinearly upsample ``(B, gh, gw)`` maps to each image's ``(H, W)`` (float32 numpy)."""
-    out = []
-    for cam, (h, w) in zip(cams, sizes, strict=True):
-        up = nn.functional.interpolate(cam[None, None].float(), size=(int(h), int(w)), mode="bilinear",
+UPSAMPLE_METHODS = ("bilinear", "bicubic_clip")
+
+
+def check_upsample(method: str) -> str:
+    """``method`` if it is one of ``UPSAMPLE_METHODS``, else a ``ConfigError`` naming ``model.upsample``."""
+    if method not in UPSAMPLE_METHODS:
+        raise ConfigError(f"model.upsample={method!r}: use one of {', '.join(UPSAMPLE_METHODS)}")
+    return method
+
+
+def upsample_map(cam: np.ndarray, size: tuple[int, int], method: str = "bicubic_clip") -> np.ndarray:
+    """One ``(gh, gw)`` map resized to ``size = (H, W)`` (float32).
+
+    Methods:
+        ``bilinear``: bilinear interpolation of the raw map (pixel centres aligned, ``align_corners=False``).
+        ``bicubic_clip``: the LAVIS/ALBEF ``getAttMap`` recipe without its blur, which the Q-GroundCAM maps went
+            through: min-max normalise the grid to ``[0, 1]``, resize with cubic splines (scikit-image's
+            ``resize(order=3, mode="constant")``: ``scipy.ndimage.zoom`` with ``grid-constant`` edges) and clip to
+            ``[0, 1]``. The clip turns the spline's overshoot around strong peaks into plateaus of exactly 1.0: the
+            tied maxima the pointing-game uncertainty counts.
+
+    Example:
+        >>> cam = np.zeros((2, 2)); cam[0, 0] = 3.0
+        >>> up = upsample_map(cam, (4, 4), "bicubic_clip")
+        >>> up.shape, float(up.max()) <= 1.0, upsample_map(cam, (4, 4), "bilinear")[0, 0]
+        ((4, 4), True, np.float32(3.0))
+    """
+    check_upsample(method)
+    h, w = int(size[0]), int(size[1])
+    a = np.asarray(cam, dtype=np.float64)
+    if method == "bilinear":
+        up = nn.functional.interpolate(torch.from_numpy(a)[None, None], size=(h, w), mode="bilinear",
                                        align_corners=False)
-        out.append(up[0, 0].cpu().numpy().astype(np.float32))
-    return out
+        return up[0, 0].numpy().astype(np.float32)
+    from scipy import ndimage
+
+    a = a - a.min()
+    if a.max() > 0:
+        a = a / a.max()
+    out = ndimage.zoom(a, (h / a.shape[0], w / a.shape[1]), order=3, mode="grid-constant", cval=0.0,
+                       grid_mode=True)
+    if out.shape != (h, w):  # zoom rounds the output shape; never off by more than one pixel
+        raise ValueError(f"resize of a {a.shape} map gave {out.shape}, not {(h, w)}")
+    return np.clip(out, 0.0, 1.0).astype(np.float32)
+
+
+def to_image_maps(cams: torch.Tensor, sizes: Sequence[tuple[int, int]], method: str = "bicubic_clip"
+                  ) -> list[np.ndarray]:
+    """Upsample ``(B, gh, gw)`` maps to each image's ``(H, W)`` with ``upsample_map`` (float32 numpy)."""
+    return [upsample_map(cam.detach().float().cpu().numpy(), (int(h), int(w)), method)
+            for cam, (h, w) in zip(cams, sizes, strict=True)]
 
 
 def pixel_batch(images: Sequence[np.ndarray], size: tuple[int, int], mean: Sequence[float],

@@ -4,7 +4,9 @@ Unit = one (image, phrase, box) sample. The model is a ``GroundingModel`` (GradC
 baseline) or a ``Counter``, whose density map for the phrase serves as its activation map. Per unit the record holds
 every metric of ``countboard.metrics.grounding``; the summary logs their means, the pointing-game accuracy and
 uncertainty (fractions, counts, and ``"k / N"`` tags as in the paper's table), histogram data of ``iou_soft`` and
-``io_ratio``, and overlays of the first examples.
+``io_ratio``, and overlays of the first examples. The run's ``explainer_method`` and ``explainer_detail`` tags say
+how the maps were made (GradCAM, gScoreCAM, cross-attention GradCAM and its block, a density map), so rows made
+with different explainers are never read as one method.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from countboard.metrics.grounding import grounding_metrics
 from countboard.results import RunContext, Task, TaskResult
 
 log = logging.getLogger("countboard")
-MEAN_KEYS = ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "io_ratio")
+MEAN_KEYS = ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "wdp_binary", "io_ratio")
 HIST_KEYS = ("iou_soft", "io_ratio")
 #: Errors that fail one unit (unreadable image, bad box, non-finite map) instead of the whole job.
 UNIT_ERRORS = (OSError, ValueError, RuntimeError)
@@ -46,13 +48,26 @@ def model_heatmaps(model: Any, samples: Sequence[GroundingSample]) -> list[np.nd
                       "needs a grounding model (kind vlm) or a counter")
 
 
-def _record(sample: GroundingSample, heatmap: np.ndarray, tau: float, delta: float) -> dict:
+def explainer_tags(model: Any) -> dict[str, str]:
+    """``explainer_method`` (how the maps were made) and ``explainer_detail`` (its settings) of a model.
+
+    Grounding models declare them; a counter's map is its density map.
+    """
+    if hasattr(model, "explainer_method"):
+        detail = model.explainer_detail() if hasattr(model, "explainer_detail") else ""
+        return {"explainer_method": str(model.explainer_method), "explainer_detail": str(detail)}
+    if hasattr(model, "density"):
+        return {"explainer_method": "density_map", "explainer_detail": f"{type(model).__name__} density"}
+    return {"explainer_method": "unspecified", "explainer_detail": type(model).__name__}
+
+
+def _record(sample: GroundingSample, heatmap: np.ndarray, tau: float, delta: float, tie_tol: float) -> dict:
     heatmap = np.asarray(heatmap)
     expected = sample.image.shape[:2] if sample.image is not None else sample.meta.get("image_size")
     if expected is not None and tuple(heatmap.shape) != tuple(expected):
         raise ValueError(f"activation map of shape {tuple(heatmap.shape)} for an image of size {tuple(expected)}: "
                          "maps must be at image resolution for the box to line up")
-    m = grounding_metrics(heatmap, sample.box, tau=tau, delta=delta)
+    m = grounding_metrics(heatmap, sample.box, tau=tau, delta=delta, tie_tol=tie_tol)
     y0, x0, y1, x1 = sample.box
     return {"unit_id": sample.sample_id, "phrase": sample.phrase, "box_y0": float(y0), "box_x0": float(x0),
             "box_y1": float(y1), "box_x1": float(x1), "map_h": int(heatmap.shape[0]),
@@ -109,6 +124,8 @@ class GroundingTask(Task):
     Args:
         tau: Activation threshold of the pointing-game uncertainty.
         delta: Its NMS radius in pixels.
+        tie_tol: Maxima within this of the top one count as tied in the uncertainty (0, the leaderboard's
+            setting: exact ties, as the clipped bicubic maps of the paper produce).
         n_examples: Overlays of the first N successful samples.
         hist_bins: Histogram bins on ``[0, 1]``.
     """
@@ -116,8 +133,11 @@ class GroundingTask(Task):
     name = "grounding"
     family = "grounding"
 
-    def __init__(self, tau: float = 0.7, delta: float = 50.0, n_examples: int = 4, hist_bins: int = 20):
-        self.tau, self.delta = float(tau), float(delta)
+    def __init__(self, tau: float = 0.7, delta: float = 50.0, tie_tol: float = 0.0, n_examples: int = 4,
+                 hist_bins: int = 20):
+        if tie_tol < 0:
+            raise ConfigError(f"task.tie_tol={tie_tol}: must be >= 0 (0 counts exact ties only)")
+        self.tau, self.delta, self.tie_tol = float(tau), float(delta), float(tie_tol)
         self.n_examples, self.hist_bins = int(n_examples), int(hist_bins)
 
     def units(self, model: Any, dataset: Any, ctx: RunContext) -> list[str]:
@@ -136,7 +156,7 @@ class GroundingTask(Task):
         records = []
         for s, m in zip(samples, maps, strict=True):
             try:
-                records.append(_record(s, m, self.tau, self.delta))
+                records.append(_record(s, m, self.tau, self.delta, self.tie_tol))
             except UNIT_ERRORS as exc:
                 records.append({"unit_id": s.sample_id, "error": _describe(exc)})
         return records
@@ -176,5 +196,6 @@ class GroundingTask(Task):
         })
         hist = histogram_table(records, self.hist_bins)
         figures = {"grounding_histograms": histogram_png(hist), **self._examples(model, dataset, records)}
-        tags = {"pg_accuracy_k_of_n": f"{hits} / {n}", "pg_uncertainty_k_of_n": f"{uncertain} / {n}"}
+        tags = {"pg_accuracy_k_of_n": f"{hits} / {n}", "pg_uncertainty_k_of_n": f"{uncertain} / {n}",
+                **explainer_tags(model)}
         return TaskResult(metrics=metrics, tables={"grounding_histograms": hist}, figures=figures, tags=tags)
