@@ -20,6 +20,8 @@ _SUBCOMMANDS = [
     "countboard.data.geckonum_import",
     "countboard.models.shapecount_train",
     "countboard.quantify.commands",
+    "countboard.commands.import_praco",
+    "countboard.commands.export_praco",
 ]
 
 
