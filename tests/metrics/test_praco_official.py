@@ -38,11 +38,11 @@ def test_mosaic_positive_column_adds_recall_one():
     upper = [[NAN, 3.0, 0.0, NAN], [-2.0, NAN, 1.0, 5.0]]
     lower = [[NAN, 1.0, 0.0, 2.0], [4.0, NAN, 1.0, 0.0]]
     m = official_mosaic_metrics(upper, lower, gt=[4, 2], pos_idx=[0, 1])
-    # image 0: recalls 1 (own), 3/4, 0/4 (col 3 missing); precisions 3/4, 0/0 -> NaN; F1 6/7, NaN (P+R = 0)
+    # image 0: recalls 1 (own), 3/4, 0/4 (col 3 missing); precisions 3/4, 0/0 -> NaN; F1 3/4, NaN
     # image 1: upper -2 -> 0: R 0, P 0 -> F1 NaN; own: 1; col 2: R 1/2, P 1/2; col 3: min(5, 2): R 1, P 2/5
     r = ((1 + 0.75 + 0) / 3 + (0 + 1 + 0.5 + 1) / 4) / 2
     p = (0.75 + (0 + 0.5 + 0.4) / 3) / 2
-    f = (6 / 7 + (0.5 + 0.8 / 1.4) / 2) / 2
+    f = (0.75 + (0.5 + 0.8 / 1.4) / 2) / 2
     assert m["official_avg_cnt_recall"] == pytest.approx(r)
     assert m["official_avg_cnt_precision"] == pytest.approx(p)
     assert m["official_avg_cnt_fscore"] == pytest.approx(f)
