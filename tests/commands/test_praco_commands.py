@@ -36,7 +36,7 @@ def test_import_export_import_is_the_identity(release, tmp_path, capsys):
     (first,) = _runs(tracker)
     assert first.data.tags["task"] == "praco" and first.data.tags["model"] == MODEL
     artifacts = {a.path for a in tracker.client.list_artifacts(first.info.run_id)}
-    assert {"final_metrics_test.csv", "problems.json", "tables", "arrays"} <= artifacts
+    assert {"files", "problems.json", "tables", "arrays"} <= artifacts
 
     exported = tmp_path / "exported"
     assert main(["export-praco", first.info.run_id, "--out", str(exported), "--store", str(store)]) == 0
@@ -53,8 +53,8 @@ def test_import_export_import_is_the_identity(release, tmp_path, capsys):
         a = pd.read_parquet(tracker.download(first.info.run_id, f"tables/{name}.parquet", tmp_path / "a"))
         b = pd.read_parquet(tracker.download(second.info.run_id, f"tables/{name}.parquet", tmp_path / "b"))
         pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-6)
-    csv_a = (tracker.download(first.info.run_id, "final_metrics_test.csv", tmp_path / "a")).read_text()
-    csv_b = (tracker.download(second.info.run_id, "final_metrics_test.csv", tmp_path / "b")).read_text()
+    csv_a = (tracker.download(first.info.run_id, "files/final_metrics_test.csv", tmp_path / "a")).read_text()
+    csv_b = (tracker.download(second.info.run_id, "files/final_metrics_test.csv", tmp_path / "b")).read_text()
     assert csv_a == csv_b
     problems = json.loads(tracker.download(second.info.run_id, "problems.json", tmp_path / "b").read_text())
     # the exported layout holds only what was scored: no unknown rows or columns left to report

@@ -1,7 +1,7 @@
 """``countboard import-praco``: log PrACo results in the authors' released layout as one MLflow run.
 
 The run holds the paper's metrics (as ``praco_negative`` / ``praco_mosaic`` compute them), the released scorer's
-(``official_*``), ``final_metrics_<split>.csv``, the count tables and cells those tasks log, and ``problems.json``
+(``official_*``), ``files/final_metrics_<split>.csv``, the count tables and cells those tasks log, and ``problems.json``
 (every cell left out, as ``file:row,column: reason``). Tags: ``model``, ``model_kind=counter``, ``task=praco``,
 ``dataset=fsc147``, ``split``, ``family=counters``, ``source=praco_release`` and a ``config_hash`` of the input
 files and options, so importing the same files again is skipped.
@@ -56,8 +56,9 @@ def _digest(model_dir: Path, gt_dir: Path | None, exclude: Path | None, options:
 
 
 def write_artifacts(scored: Scored, split: str, root: Path) -> None:
-    """The run's artifacts in the layout the project's tasks use (``tables/``, ``arrays/``) plus the CSV."""
-    scored.final_metrics.to_csv(root / f"final_metrics_{split}.csv", index=False)
+    """The run's artifacts in the layout the project's tasks use (``tables/``, ``arrays/``, ``files/``)."""
+    (root / "files").mkdir()
+    scored.final_metrics.to_csv(root / "files" / f"final_metrics_{split}.csv", index=False)
     (root / "problems.json").write_text(json.dumps([str(p) for p in scored.problems], indent=1))
     if scored.tables:
         (root / "tables").mkdir()
