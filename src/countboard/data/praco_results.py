@@ -26,22 +26,18 @@ import pandas as pd
 from countboard.data.fsc147 import (
     ANNOTATION_FILE,
     CLASSES_FILE,
+    GT_COUNTS_FILE,
     SPLIT_CLASSES_FILE,
     SPLITS_FILE,
+    image_stem,
     read_class_file,
 )
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.resources import PRACO_EXCLUSION_FILE
 
-GT_COUNTS_FILE = "gt_cnts_FSC147.json"
 PAIRS_FILE = "mosaic_image_pairs.csv"
 MAPS_DIR = "density_maps"
 HALVES = {"vertical": ("upper", "lower"), "horizontal": ("left", "right")}
-
-
-def image_stem(image_id: str) -> str:
-    """``290.jpg`` and ``290`` both give ``290`` (exclusion lists and map names use ids without ``.jpg``)."""
-    return image_id[:-4] if image_id.lower().endswith(".jpg") else image_id
 
 
 def read_exclusion_ids(path: str | Path | None) -> set[str]:
