@@ -9,6 +9,14 @@ from pathlib import Path
 
 import pytest
 
+# Tiny random transformers models shared by the counter, explainer, generator and text tests.
+from tests.fixtures.tiny_models import (  # noqa: F401
+    make_items,
+    tiny_clipseg_dir,
+    tiny_grounding_dino_dir,
+    tiny_owlv2_dir,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHARED_DATA = REPO.parent / "shared" / "data"

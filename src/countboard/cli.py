@@ -20,6 +20,8 @@ _SUBCOMMANDS = [
     "countboard.commands.import_geckonum",
     "countboard.commands.train_counter",
     "countboard.commands.compare",
+    "countboard.commands.import_praco",
+    "countboard.commands.export_praco",
 ]
 
 

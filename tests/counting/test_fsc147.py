@@ -51,7 +51,10 @@ def fsc_root(tmp_path_factory) -> Path:
     (root / fsc147.IMAGE_DIR).mkdir()
     seen: dict[str, int] = {}
     placeholder = Image.new("RGB", (64, 48), (120, 110, 100))
+    excluded = fsc147.read_exclusion(fsc147.PRACO_EXCLUSION, root)
     for image_id in test_ids:
+        if fsc147.image_stem(image_id) in excluded:
+            continue
         if seen.get(classes[image_id], 0) < PER_CLASS:
             placeholder.save(root / fsc147.IMAGE_DIR / image_id)
             seen[classes[image_id]] = seen.get(classes[image_id], 0) + 1
@@ -88,7 +91,7 @@ def test_full_split_without_images_names_what_is_missing(fsc_root):
     with pytest.raises(DataNotFoundError) as err:
         FSC147Dataset(fsc_root, split="test")
     msg = str(err.value)
-    assert f"{1190 - 29 * PER_CLASS} of the 1190 images" in msg
+    assert f"{1190 - 38 - 29 * PER_CLASS} of the {1190 - 38} images" in msg   # the PrACo list is left out
     assert "images_384_VarV2" in msg and "LearningToCountEverything" in msg
 
 
@@ -131,3 +134,31 @@ def test_negative_test_on_the_subset(fsc_root, tmp_path):
     result = task.summarize(pd.DataFrame(records), OracleCounter(), ds, ctx)
     assert result.metrics["nmn"] == 0.0 and result.metrics["pccn"] == 100.0
     assert result.tables["negative_counts"].shape == (29, 3 + 29)
+
+
+def test_praco_exclusion_list_is_the_default(fsc_root):
+    ds = FSC147Dataset(fsc_root, split="test", check_files=False)
+    everything = FSC147Dataset(fsc_root, split="test", exclude=None, check_files=False)
+    stems = {line.strip() for line in fsc147.PRACO_EXCLUSION_FILE.read_text().splitlines() if line.strip()}
+    assert len(stems) == 38 and all(not s.endswith(".jpg") for s in stems)
+    assert len(everything) - len(ds) == 38
+    assert not {fsc147.image_stem(i) for i in ds.image_ids} & stems
+    # ids with or without .jpg
+    some = everything.image_ids[:2]
+    mixed = FSC147Dataset(fsc_root, split="test", exclude=[some[0], fsc147.image_stem(some[1])], check_files=False)
+    assert len(mixed) == len(everything) - 2
+
+
+def test_image_without_points_uses_gt_cnts_or_is_refused(fsc_root, tmp_path):
+    root = tmp_path / "fsc"
+    shutil.copytree(fsc_root, root)
+    ds = FSC147Dataset(root, split="test", check_files=False)
+    target = ds.image_ids[0]
+    annotations = json.loads((root / fsc147.ANNOTATION_FILE).read_text())
+    del annotations[target]["points"]
+    (root / fsc147.ANNOTATION_FILE).write_text(json.dumps(annotations))
+    with pytest.raises(ConfigError, match=f"no `points`.*{target}"):
+        FSC147Dataset(root, split="test", check_files=False)
+    shutil.copy(_shared_meta() / fsc147.GT_COUNTS_FILE, root / fsc147.GT_COUNTS_FILE)
+    counts = json.loads((root / fsc147.GT_COUNTS_FILE).read_text())
+    assert FSC147Dataset(root, split="test", check_files=False).count_of(target) == counts[target] > 0

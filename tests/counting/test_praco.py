@@ -267,3 +267,75 @@ def test_configs_compose_and_instantiate(overrides, tmp_path):
         with pytest.raises(Exception, match="LearningToCountEverything") as err:
             instantiate_node(cfg, "dataset")
         assert isinstance(err.value, DataNotFoundError) or isinstance(err.value.__cause__, DataNotFoundError)
+
+
+# ------------------------------------------------------------------ the released scorer's values (issue 14)
+def test_official_values_beside_the_paper_ones(shapes, ctx):
+    _, neg = run(PracoNegative(), OracleCounter(), shapes, ctx)
+    assert neg.metrics["official_avg_np"] == 1.0 and neg.metrics["official_avg_nmn"] == 0.0
+    assert neg.metrics["official_pccn"] == 100.0
+    final = pd.read_csv(neg.files["final_metrics_test.csv"])
+    assert final.loc[0, "PCCN"] == 100.0 and np.isnan(final.loc[0, "AvgCntRecall"])
+    _, oracle = run(PracoMosaic(n_figures=0), OracleCounter(), shapes, ctx)
+    for n in (4, 16, 64):
+        for avg in ("macro", "micro"):
+            assert oracle.metrics[f"official_localized_f_score_{avg}_div{n}"] == 1.0
+            assert oracle.metrics[f"official_localized_total_mae_{avg}_div{n}"] == 0.0
+    _, blind = run(PracoMosaic(n_figures=0), ClassBlindCounter(), shapes, ctx)
+    assert blind.metrics["official_avg_cnt_precision"] == pytest.approx(blind.metrics["cnt_precision"])
+    assert blind.metrics["official_avg_cnt_recall"] == 1.0
+    # released localized precision: sum tp / sum pred per mosaic = gt / (gt + partner count), like the paper's micro
+    assert blind.metrics["official_localized_precision_micro_div4"] == pytest.approx(
+        blind.tables["mosaic_pairs"].eval("gt / (gt + c_neg)").mean())
+
+
+def test_official_rounding(shapes, ctx):
+    _, blind = run(PracoMosaic(n_figures=0, official_rounding=True), ClassBlindCounter(), shapes, ctx)
+    value = blind.metrics["official_avg_cnt_precision"]
+    assert value == round(value, 3) and blind.metrics["cnt_precision"] != round(blind.metrics["cnt_precision"], 3)
+
+
+def test_official_mosaic_preset_and_pairs_file(shapes, ctx, tmp_path):
+    import random
+
+    from countboard.counting.datasets.mosaic import official_partners
+
+    task = PracoMosaic(mosaic="official", n_figures=0)
+    units = task.units(None, shapes, ctx)
+    records, result = run(task, OracleCounter(), shapes, ctx)
+    assert result.metrics["cnt_f1"] == 1.0 and result.tags["praco.mosaic"] == "official"
+    rng = random.Random(123)   # the authors' draw, written out: images in order, other classes in order
+    expected = {}
+    for i in shapes.image_ids:
+        for c in shapes.classes:
+            if c != shapes.class_of(i):
+                expected[(i, c)] = rng.choice(shapes.images_of(c))
+    assert official_partners(shapes, shapes.classes) == expected
+    assert {(r["image_id"], r["other_class"]): r["partner_id"] for r in records} == expected
+    pairs = tmp_path / "mosaic_image_pairs.csv"
+    first = shapes.image_ids[0]
+    others = [c for c in shapes.classes if c != shapes.class_of(first)]
+    pairs.write_text("," + ",".join(shapes.classes) + "\n" + first + "," + ",".join(
+        "" if c == shapes.class_of(first) else shapes.images_of(c)[-1] for c in shapes.classes) + "\n")
+    task = PracoMosaic(pairs_file=str(pairs), n_figures=0)
+    mine = [u for u in units if u.startswith(first + PAIR_SEP)]
+    records, _ = run(task, OracleCounter(), shapes, ctx, units=mine)
+    assert [r["partner_id"] for r in records] == [shapes.images_of(c)[-1] for c in others]
+    with pytest.raises(ConfigError, match="square vertical collage"):
+        PracoMosaic(mosaic="official", orientation="horizontal")
+
+
+def test_official_mosaic_is_square_with_the_pil_default_filter():
+    from PIL import Image
+
+    from countboard.counting.datasets.mosaic import build_official_mosaic
+    from countboard.items import ImageItem
+
+    rng = np.random.default_rng(0)
+    a = ImageItem("a", rng.integers(0, 255, (41, 60, 3), dtype=np.uint8), {"x": np.array([[30.0, 20.0]])}, {}, "x")
+    b = ImageItem("b", rng.integers(0, 255, (50, 33, 3), dtype=np.uint8), {}, {}, "y")
+    m = build_official_mosaic(a, b)
+    assert m.item.size == (40, 41) and m.seam == 20
+    top = np.asarray(Image.fromarray(a.image).resize((41, 20)))
+    np.testing.assert_array_equal(m.item.image[:20], top)
+    np.testing.assert_allclose(m.item.points["x"], [[30.0 * 41 / 60, 20.0 * 20 / 41]])

@@ -75,7 +75,7 @@ def boxes_to_density(boxes: np.ndarray, scores: np.ndarray | None, size: tuple[i
         size: ``(H, W)`` of the map.
 
     Example:
-        >>> boxes_to_density(np.array([[0, 0, 4, 4]]), None, (8, 8)).sum()
+        >>> float(boxes_to_density(np.array([[0, 0, 4, 4]]), None, (8, 8)).sum())
         1.0
     """
     h, w = size

@@ -13,6 +13,11 @@ Layout under ``root``::
 
 Annotations may also carry ``points_per_class`` and ``boxes_per_class`` (``{class: [...]}``, boxes as
 ``[y0, x0, y1, x1]``) for images with several annotated classes; FSC-147 itself annotates one class per image.
+An image without ``points`` takes its count from ``gt_cnts_FSC147.json`` when the root has it; otherwise the
+dataset refuses it (never a silent count of 0).
+
+By default the 38 test images that hold more than one category (PrACo's exclusion list, bundled with the package)
+are left out: ``exclude="praco"``.
 """
 
 from __future__ import annotations
@@ -27,12 +32,16 @@ from PIL import Image
 
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.items import ImageDataset, ImageItem
+from countboard.resources import PRACO_EXCLUSION_FILE
 
 IMAGE_DIR = "images_384_VarV2"
 ANNOTATION_FILE = "annotation_FSC147_384.json"
 CLASSES_FILE = "ImageClasses_FSC147.txt"
 SPLITS_FILE = "Train_Test_Val_FSC_147.json"
 SPLIT_CLASSES_FILE = "Split_Classes_FSC147.json"
+GT_COUNTS_FILE = "gt_cnts_FSC147.json"
+#: ``exclude`` value naming the bundled list of PrACo's 38 multi-class test images.
+PRACO_EXCLUSION = "praco"
 METADATA_FILES = (ANNOTATION_FILE, CLASSES_FILE, SPLITS_FILE, SPLIT_CLASSES_FILE)
 
 HOW_TO_GET = (
@@ -61,19 +70,30 @@ def _box_from_corners(corners: Sequence[Sequence[float]]) -> list[float]:
     return [arr[:, 1].min(), arr[:, 0].min(), arr[:, 1].max(), arr[:, 0].max()]
 
 
+def image_stem(image_id: str) -> str:
+    """``290.jpg`` and ``290`` both give ``290`` (exclusion lists name images with or without ``.jpg``)."""
+    image_id = str(image_id).strip()
+    return image_id[:-4] if image_id.lower().endswith(".jpg") else image_id
+
+
 def read_exclusion(exclude: str | Path | Sequence[str] | None, root: Path) -> set[str]:
-    """Image ids to leave out: a list, or a text file (one id per line, ``#`` comments; relative to ``root``)."""
+    """Stems (``image_stem``) of the image ids to leave out: ``"praco"`` (the bundled list), a list, or a text file
+    (one id per line, with or without ``.jpg``, ``#`` comments; relative to ``root``)."""
     if exclude is None:
         return set()
     if isinstance(exclude, (str, Path)):
-        path = Path(exclude)
+        path = PRACO_EXCLUSION_FILE if str(exclude) == PRACO_EXCLUSION else Path(exclude)
         path = path if path.is_absolute() else root / path
         if not path.is_file():
             raise DataNotFoundError(path, "dataset.exclude",
                                     "Give a text file with one image id per line, or a list of ids, or null.")
         lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
-        return {line for line in lines if line}
-    return {str(i) for i in exclude}
+        return {image_stem(line) for line in lines if line}
+    return {image_stem(i) for i in exclude}
+
+
+def _has_points(ann: dict) -> bool:
+    return "points" in ann or "points_per_class" in ann
 
 
 class FSC147Dataset(ImageDataset):
@@ -82,7 +102,8 @@ class FSC147Dataset(ImageDataset):
     Args:
         root: Folder holding the layout above.
         split: Key of ``Train_Test_Val_FSC_147.json`` (``train``, ``val``, ``test``, ``val_coco``, ``test_coco``).
-        exclude: Image ids to leave out (e.g. the multi-class images of FSC-147): a list or a text file.
+        exclude: Image ids to leave out: ``"praco"`` (default: the bundled list of the 38 multi-class test images),
+            a list, a text file (ids with or without ``.jpg``), or ``None``.
         images_per_class: Keep the first ``k`` images of each class (a small, balanced split).
         max_images: Keep the first ``n`` images after the other filters.
         check_files: Check at construction that every selected image file exists.
@@ -95,7 +116,8 @@ class FSC147Dataset(ImageDataset):
 
     name = "fsc147"
 
-    def __init__(self, root: str | Path, split: str = "test", exclude: str | Path | Sequence[str] | None = None,
+    def __init__(self, root: str | Path, split: str = "test",
+                 exclude: str | Path | Sequence[str] | None = PRACO_EXCLUSION,
                  images_per_class: int | None = None, max_images: int | None = None, check_files: bool = True):
         self.root = Path(root)
         self.split = split
@@ -108,7 +130,9 @@ class FSC147Dataset(ImageDataset):
         self._class_of = read_class_file(self.root / CLASSES_FILE)
         split_classes = json.loads((self.root / SPLIT_CLASSES_FILE).read_text())
         excluded = read_exclusion(exclude, self.root)
-        ids = [i for i in splits[split] if i not in excluded]
+        ids = [i for i in splits[split] if image_stem(i) not in excluded]
+        gt_file = self.root / GT_COUNTS_FILE
+        self._gt_counts: dict = json.loads(gt_file.read_text()) if gt_file.is_file() else {}
         self._check_annotated(ids)
         if images_per_class is not None:
             seen: dict[str, int] = {}
@@ -144,6 +168,13 @@ class FSC147Dataset(ImageDataset):
     def _check_annotated(self, ids: Sequence[str]) -> None:
         no_ann = [i for i in ids if i not in self._annotations]
         no_cls = [i for i in ids if i not in self._class_of]
+        no_count = [i for i in ids if i in self._annotations and not _has_points(self._annotations[i])
+                    and i not in self._gt_counts]
+        if no_count:
+            raise ConfigError(
+                f"{len(no_count)} image(s) of split {self.split!r} have no `points` in {self.root / ANNOTATION_FILE} "
+                f"and no count in {GT_COUNTS_FILE} (e.g. {no_count[:3]}): their ground truth is unknown; add the "
+                f"points, put FSC-147's {GT_COUNTS_FILE} in {self.root}, or list them in `dataset.exclude`")
         if no_ann or no_cls:
             raise ConfigError(
                 f"split {self.split!r} of {self.root} lists images without annotation ({len(no_ann)} missing from "
@@ -175,6 +206,8 @@ class FSC147Dataset(ImageDataset):
         return list(self._by_class.get(class_name, []))
 
     def count_of(self, image_id: str) -> int:
+        if not _has_points(self._annotations[image_id]) and image_id in self._gt_counts:
+            return int(self._gt_counts[image_id])
         return len(self._points(image_id)[self._class_of[image_id]])
 
     @cached_property

@@ -2,20 +2,32 @@
 
 A mosaic stacks a positive image (top, or left) and a negative image (bottom, or right), both resized to the same
 tile size; the predicted density map is split at the seam into the positive and negative counts.
+
+Two presets (``MOSAIC_PRESETS``): ``default`` (the project's: tiles of the positive image's size, bilinear,
+partners drawn per pair with a seeded generator, either orientation) and ``official`` (as the PrACo authors build
+them: a square collage whose side is the smaller of the two heights, each image resized with PIL's default filter
+to side x side/2, positive on top, partners drawn with Python's ``random`` seeded with 123). Partners can also be
+read from the release's ``mosaic_image_pairs.csv`` (``read_pairs_file``).
 """
 
 from __future__ import annotations
 
+import csv
+import random
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from countboard.errors import ConfigError
+from countboard.errors import ConfigError, DataNotFoundError
 from countboard.items import ImageDataset, ImageItem
 
 ORIENTATIONS = ("vertical", "horizontal")
+MOSAIC_PRESETS = ("default", "official")
+#: Seed of Python's ``random`` with which the PrACo authors draw the negative images.
+OFFICIAL_SEED = 123
 
 
 def points_to_density(points: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -41,13 +53,15 @@ def class_density(item: ImageItem, class_name: str) -> np.ndarray:
     return points_to_density(item.points.get(class_name, np.zeros((0, 2))), item.size)
 
 
-def resize_item(item: ImageItem, size: tuple[int, int]) -> ImageItem:
-    """``item`` resized to ``(H, W)`` with its points and boxes scaled to match."""
+def resize_item(item: ImageItem, size: tuple[int, int], resample: int | None = Image.BILINEAR) -> ImageItem:
+    """``item`` resized to ``(H, W)`` with its points and boxes scaled to match (``resample=None``: PIL's default
+    filter, as ``Image.resize`` without the argument)."""
     h, w = item.size
     new_h, new_w = int(size[0]), int(size[1])
     if (new_h, new_w) == (h, w):
         return item
-    image = np.asarray(Image.fromarray(item.image).resize((new_w, new_h), Image.BILINEAR))
+    img = Image.fromarray(item.image)
+    image = np.asarray(img.resize((new_w, new_h)) if resample is None else img.resize((new_w, new_h), resample))
     sx, sy = new_w / w, new_h / h
     points = {c: np.asarray(p, np.float64).reshape(-1, 2) * [sx, sy] for c, p in item.points.items()}
     boxes = {c: np.asarray(b, np.float64).reshape(-1, 4) * [sy, sx, sy, sx] for c, b in item.boxes.items()}
@@ -90,7 +104,7 @@ def split_counts(density: np.ndarray, seam: int, orientation: str = "vertical") 
 
 
 def build_mosaic(positive: ImageItem, negative: ImageItem, orientation: str = "vertical",
-                 tile_size: tuple[int, int] | None = None) -> Mosaic:
+                 tile_size: tuple[int, int] | None = None, resample: int | None = Image.BILINEAR) -> Mosaic:
     """Stack ``positive`` and ``negative`` after resizing both to ``tile_size`` (default: the positive's size).
 
     Example:
@@ -103,7 +117,7 @@ def build_mosaic(positive: ImageItem, negative: ImageItem, orientation: str = "v
     if orientation not in ORIENTATIONS:
         raise ConfigError(f"mosaic orientation {orientation!r}: use one of {ORIENTATIONS}")
     size = tuple(tile_size) if tile_size is not None else positive.size
-    top, bottom = resize_item(positive, size), resize_item(negative, size)
+    top, bottom = resize_item(positive, size, resample), resize_item(negative, size, resample)
     vertical = orientation == "vertical"
     seam = size[0] if vertical else size[1]
     offset = np.array([0.0, seam]) if vertical else np.array([seam, 0.0])
@@ -145,3 +159,50 @@ def mosaic_pairs(dataset: ImageDataset, classes: list[str] | None = None) -> lis
     """``(image_id, other_class)`` for each image and each class of ``classes`` (default: the split's) but its own."""
     classes = dataset.classes if classes is None else classes
     return [(i, c) for i in dataset.image_ids for c in classes if c != dataset.class_of(i)]
+
+
+def build_official_mosaic(positive: ImageItem, negative: ImageItem) -> Mosaic:
+    """The PrACo authors' collage: side = the smaller height, both images resized (PIL's default filter) to
+    ``side x side // 2`` (width x height), positive on top.
+
+    Example:
+        >>> a = ImageItem("a", np.zeros((40, 60, 3), np.uint8), class_name="x")
+        >>> b = ImageItem("b", np.zeros((30, 20, 3), np.uint8), class_name="y")
+        >>> m = build_official_mosaic(a, b)
+        >>> m.item.size, m.seam
+        ((30, 30), 15)
+    """
+    side = min(positive.size[0], negative.size[0])
+    return build_mosaic(positive, negative, "vertical", (side // 2, side), resample=None)
+
+
+def official_partners(dataset: ImageDataset, classes: list[str], seed: int = OFFICIAL_SEED) -> dict[tuple[str, str], str]:
+    """``{(image, other class): negative image}``: Python's ``random`` seeded once with ``seed``, one
+    ``random.choice`` among the images of each other class, images in dataset order and classes in ``classes``
+    order (the release's own pairs are in its ``mosaic_image_pairs.csv``: use ``read_pairs_file`` to match it)."""
+    rng = random.Random(seed)
+    wanted = set(classes)
+    out = {}
+    for image_id in dataset.image_ids:
+        if dataset.class_of(image_id) not in wanted:
+            continue
+        for other in classes:
+            if other != dataset.class_of(image_id):
+                candidates = dataset.images_of(other)
+                if candidates:
+                    out[(image_id, other)] = rng.choice(candidates)
+    return out
+
+
+def read_pairs_file(path: str | Path) -> dict[tuple[str, str], str]:
+    """``mosaic_image_pairs.csv`` (rows: positive image, columns: negative class, cell: negative image file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataNotFoundError(path, "task.pairs_file", "Give the release's mosaic_image_pairs.csv or null.")
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        raise ConfigError(f"{path}:1: empty file; expected a header row of class names")
+    header = rows[0][1:]
+    return {(row[0].strip(), cls): cell.strip() for row in rows[1:] for cls, cell in zip(header, row[1:], strict=False)
+            if cell.strip() and cell.strip().lower() != "nan"}

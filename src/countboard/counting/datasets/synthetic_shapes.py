@@ -360,4 +360,4 @@ class SyntheticShapes(FSC147Dataset):
             count_range=tuple(count_range),
             style=SceneStyle(size_range=tuple(size_range), overlap=overlap, clutter=clutter))
         ensure_generated(root, self.config)
-        super().__init__(root, split=split, max_images=max_images)
+        super().__init__(root, split=split, exclude=None, max_images=max_images)

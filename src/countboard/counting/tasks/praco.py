@@ -18,11 +18,22 @@ import numpy as np
 import pandas as pd
 
 from countboard.counting.datasets.mosaic import (
+    MOSAIC_PRESETS,
     Mosaic,
     build_mosaic,
+    build_official_mosaic,
     mosaic_pairs,
     mosaic_partner,
+    official_partners,
     points_to_density,
+    read_pairs_file,
+)
+from countboard.counting.released.official import (
+    SUMS_FIELD,
+    final_metrics_file,
+    finish,
+    stored_counts,
+    sums_from_records,
 )
 from countboard.errors import ConfigError
 from countboard.items import ImageDataset, ImageItem
@@ -35,6 +46,13 @@ from countboard.metrics.counting import (
     pool_grid,
 )
 from countboard.metrics.grounding import mosaic_grounding
+from countboard.metrics.praco_official import (
+    OFFICIAL_GRIDS,
+    official_localized_metrics,
+    official_mosaic_cells,
+    official_mosaic_metrics,
+    official_negative_metrics,
+)
 from countboard.results import RunContext, Task, TaskResult
 
 log = logging.getLogger(__name__)
@@ -92,13 +110,16 @@ class PracoNegative(Task):
 
     Args:
         classes: Prompt only these classes (and evaluate only their images); default: every class of the split.
+        official_rounding: Score the ``official_*`` values on counts with 2 decimals and round them as the
+            released scorer does (3 decimals, PCCN 2).
     """
 
     name = "praco_negative"
     family = "counters"
 
-    def __init__(self, classes: Sequence[str] | None = None):
+    def __init__(self, classes: Sequence[str] | None = None, official_rounding: bool = False):
         self.classes = list(classes) if classes is not None else None
+        self.official_rounding = bool(official_rounding)
 
     def units(self, model: Any, dataset: ImageDataset, ctx: RunContext) -> list[str]:
         return select_classes(dataset, self.classes)[1]
@@ -143,6 +164,8 @@ class PracoNegative(Task):
         gt = records["gt"].to_numpy(dtype=np.float64)
         pos_idx = np.array([classes.index(c) for c in records["class_name"]])
         metrics = negative_label_metrics(counts, gt, pos_idx)
+        official = official_negative_metrics(stored_counts(counts, self.official_rounding), gt, pos_idx)
+        metrics.update(finish(official, self.official_rounding))
         negatives = counts[~np.eye(len(classes), dtype=bool)[pos_idx]]
         metrics["mean_negative_count"] = float(negatives.mean()) if negatives.size else float("nan")
         if metrics["n_gt_zero"]:
@@ -155,6 +178,7 @@ class PracoNegative(Task):
         long = long[["class_name", "prompt", "image_id", "gt", "count"]]
         return TaskResult(metrics=finite_metrics(metrics), tables={"negative_matrix": long, "negative_counts": wide},
                           figures={"negative_matrix": _matrix_figure(counts, gt, classes, pos_idx)},
+                          files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
                           tags={"praco.n_classes": str(len(classes))})
 
 
@@ -192,6 +216,10 @@ class PracoMosaic(Task):
         classes: Restrict to these classes (default: every class of the split).
         seed: Seed of the choice of negative images (default: the job's seed).
         n_figures: Mosaics saved as ``figures/mosaic_<k>.png`` (image, density map, counts of both halves).
+        mosaic: ``default`` (the project's mosaics) or ``official`` (the authors' square collage, PIL's default
+            filter, partners from Python's ``random`` seeded with 123, vertical; see ``countboard.counting.datasets.mosaic``).
+        pairs_file: The release's ``mosaic_image_pairs.csv``: take the negative images from it.
+        official_rounding: Score ``official_*`` on counts with 2 decimals and round as the released scorer.
     """
 
     name = "praco_mosaic"
@@ -199,15 +227,25 @@ class PracoMosaic(Task):
     grid = max(GRIDS)
 
     def __init__(self, orientation: str = "vertical", tile_size: Sequence[int] | None = None,
-                 classes: Sequence[str] | None = None, seed: int | None = None, n_figures: int = 8):
+                 classes: Sequence[str] | None = None, seed: int | None = None, n_figures: int = 8,
+                 mosaic: str = "default", pairs_file: str | None = None, official_rounding: bool = False):
         if orientation not in ("vertical", "horizontal"):
             raise ConfigError(f"task.orientation={orientation!r}: use vertical or horizontal")
+        if mosaic not in MOSAIC_PRESETS:
+            raise ConfigError(f"task.mosaic={mosaic!r}: use one of {', '.join(MOSAIC_PRESETS)}")
+        if mosaic == "official" and (orientation != "vertical" or tile_size is not None):
+            raise ConfigError("task.mosaic=official builds the authors' square vertical collage: leave "
+                              "task.orientation=vertical and task.tile_size=null")
+        self.mosaic = mosaic
+        self.pairs = read_pairs_file(pairs_file) if pairs_file else None
+        self.official_rounding = bool(official_rounding)
         self.orientation = orientation
         self.tile_size = tuple(int(v) for v in tile_size) if tile_size is not None else None
         self.classes = list(classes) if classes is not None else None
         self.seed = seed
         self.n_figures = int(n_figures)
         self._single: dict[str, float] = {}
+        self._official_partners: dict[tuple[str, str], str] | None = None
 
     def units(self, model: Any, dataset: ImageDataset, ctx: RunContext) -> list[str]:
         classes, ids = select_classes(dataset, self.classes)
@@ -216,7 +254,7 @@ class PracoMosaic(Task):
 
     def _mosaic(self, dataset: ImageDataset, unit_id: str, ctx: RunContext, cache: dict) -> tuple[Mosaic, str]:
         image_id, other = unit_id.rsplit(PAIR_SEP, 1)
-        partner = mosaic_partner(dataset, image_id, other, ctx.seed if self.seed is None else self.seed)
+        partner = self._partner(dataset, image_id, other, ctx)
         for key, what in ((image_id, "image"), (partner, f"negative image (class {other!r})")):
             if key not in cache:
                 try:
@@ -225,7 +263,21 @@ class PracoMosaic(Task):
                     cache[key] = RuntimeError(f"{what} {key} failed to load: {type(exc).__name__}: {exc}")
             if isinstance(cache[key], Exception):
                 raise cache[key]
+        if self.mosaic == "official":
+            return build_official_mosaic(cache[image_id], cache[partner]), other
         return build_mosaic(cache[image_id], cache[partner], self.orientation, self.tile_size), other
+
+    def _partner(self, dataset: ImageDataset, image_id: str, other: str, ctx: RunContext) -> str:
+        """The negative image: from ``pairs_file``, else the preset's draw."""
+        if self.pairs is not None:
+            if (image_id, other) not in self.pairs:
+                raise RuntimeError(f"the pairs file has no negative image for {image_id!r} and class {other!r}")
+            return self.pairs[(image_id, other)]
+        if self.mosaic == "official":
+            if self._official_partners is None:
+                self._official_partners = official_partners(dataset, select_classes(dataset, self.classes)[0])
+            return self._official_partners[(image_id, other)]
+        return mosaic_partner(dataset, image_id, other, ctx.seed if self.seed is None else self.seed)
 
     def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         records: dict[str, dict] = {}
@@ -276,12 +328,16 @@ class PracoMosaic(Task):
         axis = 1 if self.orientation == "vertical" else 0
         gt_map = points_to_density(pts[pts[:, axis] < mosaic.seam], item.size)
         grounding = mosaic_grounding(dmap, mosaic.seam, self.orientation)  # positive half as the box
+        pred_pos, pred_neg = np.split(dmap, [mosaic.seam], axis=1 - axis)
+        sums = official_mosaic_cells(pred_pos, pred_neg, np.split(gt_map, [mosaic.seam], axis=1 - axis)[0],
+                                     self.orientation)
         return {**grounding,
             "unit_id": uid, "image_id": mosaic.positive_id, "class_name": item.class_name, "other_class": other,
             "partner_id": mosaic.negative_id, "gt": int(dataset.count_of(mosaic.positive_id)),
             "upper": upper, "lower": lower, "single": self._single[mosaic.positive_id],
             "pred_cells": pool_grid(dmap, self.grid).ravel().tolist(),
             "gt_cells": pool_grid(gt_map, self.grid).ravel().tolist(),
+            SUMS_FIELD: np.concatenate([sums[n] for n in OFFICIAL_GRIDS]).tolist(),
         }
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
@@ -309,6 +365,7 @@ class PracoMosaic(Task):
         pred_cells = _stack(records["pred_cells"]).reshape(-1, g, g)
         gt_cells = _stack(records["gt_cells"]).reshape(-1, g, g)
         metrics.update(localized_mosaic_metrics(pred_cells, gt_cells, r))
+        metrics.update(self._official(records, upper, lower, gt, images, classes, r))
         pairs = records.drop(columns=["pred_cells", "gt_cells"]).rename(
             columns={"upper": "c_pos", "lower": "c_neg", "single": "c_single"})
         pairs["drift"] = drift[r, c]
@@ -328,7 +385,19 @@ class PracoMosaic(Task):
         arrays = {"mosaic_cells": {"pred": pred_cells, "gt": gt_cells,
                                    "unit_id": records["unit_id"].to_numpy().astype(str)}}
         return TaskResult(metrics=finite_metrics(metrics), tables=tables, figures=figures, arrays=arrays,
-                          tags={"praco.orientation": self.orientation})
+                          files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
+                          tags={"praco.orientation": self.orientation, "praco.mosaic": self.mosaic})
+
+    def _official(self, records: pd.DataFrame, upper: np.ndarray, lower: np.ndarray, gt: np.ndarray,
+                  images: list[str], classes: list[str], rows: np.ndarray) -> dict[str, float]:
+        """The released scorer's mosaic and localized values (records of older runs may lack the cell sums)."""
+        own = records.groupby("image_id")["class_name"].first().reindex(images)
+        pos_idx = np.array([classes.index(c) for c in own])
+        r = self.official_rounding
+        out = official_mosaic_metrics(stored_counts(upper, r), stored_counts(lower, r), gt, pos_idx)
+        if SUMS_FIELD in records and records[SUMS_FIELD].notna().all():
+            out.update(official_localized_metrics(sums_from_records(records[SUMS_FIELD]), rows))
+        return finish(out, r)
 
     def _sample_figure(self, rec: pd.Series, model: Any, dataset: ImageDataset, ctx: RunContext) -> bytes:
         """The mosaic of one record and its density map, titled with the counts of both halves."""

@@ -1,0 +1,80 @@
+"""``countboard import-praco`` / ``export-praco`` on the synthetic release: logged runs and a lossless round trip."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from countboard.cli import main
+from countboard.numeracy.importer import tracker_for_store
+from tests.fixtures.praco_release import MODEL, write_release
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    return write_release(tmp_path_factory.mktemp("release"))
+
+
+def _runs(tracker):
+    exp = tracker.client.get_experiment_by_name("countboard")
+    return tracker.client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
+
+
+def test_import_export_import_is_the_identity(release, tmp_path, capsys):
+    store = tmp_path / "mlruns"
+    common = ["--fsc147", str(release["meta"]), "--gt-density-maps", str(release["gt_dir"]),
+              "--exclude", str(release["exclude"]), "--store", str(store), "--keep-maps"]
+    assert main(["import-praco", str(release["model_dir"]), *common]) == 0
+    out, err = capsys.readouterr()
+    assert "logged run" in out and "left out Inference_Test1_SYN_test.csv:4,red apples: no count ('nan')" in err
+    assert main(["import-praco", str(release["model_dir"]), *common]) == 0   # same files: skipped
+    assert "skipped: an identical import exists" in capsys.readouterr().out
+    tracker = tracker_for_store(str(store))
+    (first,) = _runs(tracker)
+    assert first.data.tags["task"] == "praco" and first.data.tags["model"] == MODEL
+    artifacts = {a.path for a in tracker.client.list_artifacts(first.info.run_id)}
+    assert {"files", "problems.json", "tables", "arrays"} <= artifacts
+
+    exported = tmp_path / "exported"
+    assert main(["export-praco", first.info.run_id, "--out", str(exported), "--store", str(store)]) == 0
+    model_dir = exported / MODEL
+    assert (model_dir / f"Inference_Test1_{MODEL}_test.csv").is_file()
+    assert (model_dir / "density_maps").is_dir() and (exported / "gt_density_maps").is_dir()
+    assert main(["import-praco", str(model_dir), "--fsc147", str(release["meta"]), "--gt-density-maps",
+                 str(exported / "gt_density_maps"), "--exclude", str(release["exclude"]), "--store", str(store),
+                 "--keep-maps"]) == 0
+    second = _runs(tracker)[1]
+    assert second.data.metrics == pytest.approx(first.data.metrics, rel=1e-6)
+    assert set(second.data.metrics) == set(first.data.metrics)
+    for name in ("negative_counts", "mosaic_upper", "mosaic_lower", "mosaic_pairs"):
+        a = pd.read_parquet(tracker.download(first.info.run_id, f"tables/{name}.parquet", tmp_path / "a"))
+        b = pd.read_parquet(tracker.download(second.info.run_id, f"tables/{name}.parquet", tmp_path / "b"))
+        pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-6)
+    csv_a = (tracker.download(first.info.run_id, "files/final_metrics_test.csv", tmp_path / "a")).read_text()
+    csv_b = (tracker.download(second.info.run_id, "files/final_metrics_test.csv", tmp_path / "b")).read_text()
+    assert csv_a == csv_b
+    problems = json.loads(tracker.download(second.info.run_id, "problems.json", tmp_path / "b").read_text())
+    # the exported layout holds only what was scored: no unknown rows or columns left to report
+    assert not any("unicorns" in p or "999.jpg" in p for p in problems)
+
+
+def test_export_of_local_task_runs(tmp_path):
+    """A praco_negative + praco_mosaic pair of runs exports to the layout and imports back to the same counts."""
+    from countboard.commands.export_praco import build_results
+
+    neg = pd.DataFrame({"image_id": ["a.jpg", "b.jpg"], "class_name": ["x", "y"], "gt": [3, 4],
+                        "x": [3.0, 1.0], "y": [0.5, 4.0]})
+    up = pd.DataFrame({"image_id": ["a.jpg", "b.jpg"], "gt": [3, 4], "x": [np.nan, 2.0], "y": [2.5, np.nan]})
+    low = up.assign(x=[np.nan, 1.0], y=[0.0, np.nan])
+    pairs = pd.DataFrame({"image_id": ["a.jpg", "b.jpg"], "class_name": ["x", "y"], "other_class": ["y", "x"],
+                          "partner_id": ["b.jpg", "a.jpg"]})
+    res = build_results({"negative_counts": neg, "mosaic_upper": up, "mosaic_lower": low, "mosaic_pairs": pairs},
+                        "M", "test")
+    assert res.classes == ["x", "y"] and res.images == ["a.jpg", "b.jpg"]
+    np.testing.assert_array_equal(res.counts, [[3.0, 0.5], [1.0, 4.0]])
+    np.testing.assert_array_equal(res.upper, [[np.nan, 2.5], [2.0, np.nan]])
+    assert res.partners.tolist() == [[None, "b.jpg"], ["a.jpg", None]]
+    assert res.pos_idx.tolist() == [0, 1]
