@@ -78,3 +78,10 @@ def test_export_of_local_task_runs(tmp_path):
     np.testing.assert_array_equal(res.upper, [[np.nan, 2.5], [2.0, np.nan]])
     assert res.partners.tolist() == [[None, "b.jpg"], ["a.jpg", None]]
     assert res.pos_idx.tolist() == [0, 1]
+
+
+def test_a_folder_without_results_is_refused(release, tmp_path, capsys):
+    assert main(["import-praco", str(release["model_dir"]), "--fsc147", str(release["meta"]), "--model", "OTHER",
+                 "--store", str(tmp_path / "mlruns")]) == 2
+    err = capsys.readouterr().err
+    assert "Inference_Test1_OTHER_test.csv" in err and "--model" in err

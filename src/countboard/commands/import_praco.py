@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from countboard.data.praco_results import HALVES, MAPS_DIR, read_meta, read_results
+from countboard.data.praco_results import HALVES, MAPS_DIR, read_meta, read_results, test1_name, test2_name
 from countboard.data.praco_scoring import Scored, ScoreOptions, score_results
 from countboard.errors import DataNotFoundError
 
@@ -99,6 +99,10 @@ def import_praco(model_dir: str | Path, meta_dir: str | Path, tracker=None, *, s
     if gt_dir is not None and not gt_dir.is_dir():
         raise DataNotFoundError(gt_dir, "--gt-density-maps", "Give the folder of ground-truth maps <img id>.npy.")
     model = model or model_dir.name
+    expected = [test1_name(model, split), test2_name(model, split, "upper"), test2_name(model, split, "lower")]
+    if not any((model_dir / name).is_file() for name in expected):
+        raise DataNotFoundError(model_dir, "MODEL_DIR", f"None of {', '.join(expected)} is there; check the folder, "
+                                "--model (the name in the file names) and --split.")
     meta = read_meta(meta_dir, split, exclude)
     results = read_results(model_dir, meta, split, model)
     opts = ScoreOptions(gt_maps_dir=gt_dir, collage=collage, official_rounding=official_rounding,
