@@ -264,3 +264,20 @@ def test_horizontal_collage_reads_left_and_right_maps(release, tmp_path):
     for key, value in ref.items():
         if "localized" in key and not math.isnan(value):
             assert got[key] == pytest.approx(value, rel=1e-9), key
+
+
+def test_a_second_row_of_an_image_is_reported(release, tmp_path):
+    import shutil
+
+    model_dir = tmp_path / MODEL
+    shutil.copytree(release["model_dir"], model_dir)
+    t1 = model_dir / release["test1"].name
+    lines = t1.read_text().splitlines()
+    t1.write_text("\n".join([*lines, lines[1].replace(",", ",9", 1)]) + "\n")
+    meta = read_meta(release["meta"], exclude=release["exclude"])
+    res = read_results(model_dir, meta)
+    first = lines[1].split(",")[0]
+    assert f"{t1.name}:{len(lines) + 1},-: second row of image {first!r}: left out (the first is used)" in [
+        str(p) for p in res.problems]
+    original = read_results(release["model_dir"], meta)
+    np.testing.assert_array_equal(res.counts, original.counts)

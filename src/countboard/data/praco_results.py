@@ -176,6 +176,9 @@ def read_grid(path: Path, meta: PracoMeta, problems: list[Problem], *, positive_
             problems.append(Problem(name, line, "-", f"image {image_id!r} is of class {meta.class_of[image_id]!r}, "
                                     "not a class of the split: row left out"))
             continue
+        if image_id in rows:
+            problems.append(Problem(name, line, "-", f"second row of image {image_id!r}: left out (the first is used)"))
+            continue
         own = meta.class_of[image_id]
         row = {}
         for col in meta.classes:
