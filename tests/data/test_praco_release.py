@@ -281,3 +281,17 @@ def test_a_second_row_of_an_image_is_reported(release, tmp_path):
         str(p) for p in res.problems]
     original = read_results(release["model_dir"], meta)
     np.testing.assert_array_equal(res.counts, original.counts)
+
+
+def test_a_missing_class_column_is_reported(release, tmp_path):
+    import shutil
+
+    import pandas as pd
+
+    model_dir = tmp_path / MODEL
+    shutil.copytree(release["model_dir"], model_dir)
+    lower = model_dir / release["lower"].name
+    pd.read_csv(lower, index_col=0, dtype=str).drop(columns=["cats"]).to_csv(lower)
+    res = read_results(model_dir, read_meta(release["meta"], exclude=release["exclude"]))
+    assert any(str(p).startswith(f"{lower.name}:1,cats: class of the split without a column") for p in res.problems)
+    assert np.isnan(res.lower[:, TEST_CLASSES.index("cats")]).all()
