@@ -39,20 +39,14 @@ from countboard.metrics.counting import (
     pool_grid,
 )
 from countboard.metrics.grounding import mosaic_grounding
-from countboard.metrics.praco_official import (
-    OFFICIAL_GRIDS,
-    official_localized_metrics,
-    official_mosaic_cells,
-    official_mosaic_metrics,
-    official_negative_metrics,
-)
+from countboard.metrics.praco_official import OFFICIAL_GRIDS, official_mosaic_cells, official_negative_metrics
 from countboard.tasks.base import RunContext, Task, TaskResult
 from countboard.tasks.praco_official import (
     SUMS_FIELD,
     final_metrics_file,
     finish,
+    mosaic_official,
     stored_counts,
-    sums_from_records,
 )
 
 log = logging.getLogger(__name__)
@@ -365,7 +359,7 @@ class PracoMosaic(Task):
         pred_cells = _stack(records["pred_cells"]).reshape(-1, g, g)
         gt_cells = _stack(records["gt_cells"]).reshape(-1, g, g)
         metrics.update(localized_mosaic_metrics(pred_cells, gt_cells, r))
-        metrics.update(self._official(records, upper, lower, gt, images, classes, r))
+        metrics.update(mosaic_official(records, upper, lower, gt, images, classes, r, self.official_rounding))
         pairs = records.drop(columns=["pred_cells", "gt_cells"]).rename(
             columns={"upper": "c_pos", "lower": "c_neg", "single": "c_single"})
         pairs["drift"] = drift[r, c]
@@ -387,17 +381,6 @@ class PracoMosaic(Task):
         return TaskResult(metrics=finite_metrics(metrics), tables=tables, figures=figures, arrays=arrays,
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
                           tags={"praco.orientation": self.orientation, "praco.mosaic": self.mosaic})
-
-    def _official(self, records: pd.DataFrame, upper: np.ndarray, lower: np.ndarray, gt: np.ndarray,
-                  images: list[str], classes: list[str], rows: np.ndarray) -> dict[str, float]:
-        """The released scorer's mosaic and localized values (records of older runs may lack the cell sums)."""
-        own = records.groupby("image_id")["class_name"].first().reindex(images)
-        pos_idx = np.array([classes.index(c) for c in own])
-        r = self.official_rounding
-        out = official_mosaic_metrics(stored_counts(upper, r), stored_counts(lower, r), gt, pos_idx)
-        if SUMS_FIELD in records and records[SUMS_FIELD].notna().all():
-            out.update(official_localized_metrics(sums_from_records(records[SUMS_FIELD]), rows))
-        return finish(out, r)
 
     def _sample_figure(self, rec: pd.Series, model: Any, dataset: ImageDataset, ctx: RunContext) -> bytes:
         """The mosaic of one record and its density map, titled with the counts of both halves."""
