@@ -85,3 +85,22 @@ def test_a_folder_without_results_is_refused(release, tmp_path, capsys):
                  "--store", str(tmp_path / "mlruns")]) == 2
     err = capsys.readouterr().err
     assert "Inference_Test1_OTHER_test.csv" in err and "--model" in err
+
+
+def test_several_folders_and_one_final_metrics_file(release, tmp_path, capsys):
+    import shutil
+
+    second = tmp_path / "benchmark_results" / "TWO"
+    second.mkdir(parents=True)
+    for path in release["model_dir"].glob("*.csv"):
+        shutil.copy(path, second / path.name.replace(f"_{MODEL}_", "_TWO_"))
+    out = tmp_path / "final_metrics_test.csv"
+    assert main(["import-praco", str(release["model_dir"]), str(second), "--fsc147", str(release["meta"]),
+                 "--exclude", str(release["exclude"]), "--store", str(tmp_path / "mlruns"),
+                 "--final-metrics", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert frame["Model"].tolist() == [MODEL, "TWO"]
+    assert frame.drop(columns="Model").iloc[0].equals(frame.drop(columns="Model").iloc[1])
+    assert main(["import-praco", str(release["model_dir"]), str(second), "--model", "X", "--fsc147",
+                 str(release["meta"]), "--store", str(tmp_path / "mlruns")]) == 2
+    assert "give one MODEL_DIR" in capsys.readouterr().err

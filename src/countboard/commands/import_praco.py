@@ -129,19 +129,32 @@ def import_praco(model_dir: str | Path, meta_dir: str | Path, tracker=None, *, s
 
 
 def run_command(args) -> int:
-    from countboard.data.geckonum_import import tracker_for_store
+    import pandas as pd
 
-    result = import_praco(args.model_dir, args.fsc147, tracker_for_store(args.store), split=args.split,
-                          gt_maps_dir=args.gt_density_maps, exclude=args.exclude, collage=args.collage,
-                          model=args.model, official_rounding=args.official_rounding, keep_maps=args.keep_maps,
-                          experiment=args.experiment, force=args.force)
-    problems = result.scored.problems
-    for problem in problems[: args.show_problems]:
-        print(f"left out {problem}", file=sys.stderr)
-    if len(problems) > args.show_problems:
-        print(f"... and {len(problems) - args.show_problems} more (all in the run's problems.json)", file=sys.stderr)
-    what = f"logged run {result.run_id}" if result.run_id else "skipped: an identical import exists (--force)"
-    print(f"{result.tags['model']} / {args.split}: {what}; {len(problems)} cell(s) left out")
+    from countboard.data.geckonum_import import tracker_for_store
+    from countboard.errors import ConfigError
+
+    if args.model and len(args.model_dir) > 1:
+        raise ConfigError("--model names the files of one folder: give one MODEL_DIR with it")
+    tracker = tracker_for_store(args.store)
+    rows = []
+    for model_dir in args.model_dir:
+        result = import_praco(model_dir, args.fsc147, tracker, split=args.split, gt_maps_dir=args.gt_density_maps,
+                              exclude=args.exclude, collage=args.collage, model=args.model,
+                              official_rounding=args.official_rounding, keep_maps=args.keep_maps,
+                              experiment=args.experiment, force=args.force)
+        problems = result.scored.problems
+        for problem in problems[: args.show_problems]:
+            print(f"left out {problem}", file=sys.stderr)
+        if len(problems) > args.show_problems:
+            print(f"... and {len(problems) - args.show_problems} more (all in the run's problems.json)",
+                  file=sys.stderr)
+        what = f"logged run {result.run_id}" if result.run_id else "skipped: an identical import exists (--force)"
+        print(f"{result.tags['model']} / {args.split}: {what}; {len(problems)} cell(s) left out")
+        rows.append(result.scored.final_metrics)
+    if args.final_metrics:
+        pd.concat(rows, ignore_index=True).to_csv(args.final_metrics, index=False)
+        print(f"wrote {args.final_metrics}")
     return 0
 
 
@@ -151,7 +164,7 @@ def register(subparsers) -> None:
         description="Score a benchmark_results/<MODEL>/ folder with the paper's definitions and the released "
         "scorer's (official_*), and log one MLflow run. Cells that cannot be scored are reported as "
         "file:row,column: reason and left out.")
-    p.add_argument("model_dir", help="benchmark_results/<MODEL>/ folder")
+    p.add_argument("model_dir", nargs="+", help="benchmark_results/<MODEL>/ folder(s), one run each")
     p.add_argument("--fsc147", required=True, metavar="META_DIR",
                    help="FSC-147 metadata: ImageClasses_FSC147.txt, Split_Classes_FSC147.json, counts")
     p.add_argument("--split", default="test", help="split (default: test)")
@@ -169,5 +182,7 @@ def register(subparsers) -> None:
                         "else ./mlruns)")
     p.add_argument("--experiment", default="countboard", help="MLflow experiment (default: countboard)")
     p.add_argument("--force", action="store_true", help="log again even if an identical import exists")
+    p.add_argument("--final-metrics", default=None, metavar="CSV",
+                   help="also write the released final_metrics file, one row per imported model")
     p.add_argument("--show-problems", type=int, default=20, help="left-out cells to print (default: 20)")
     p.set_defaults(func=run_command)
