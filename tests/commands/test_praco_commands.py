@@ -104,3 +104,10 @@ def test_several_folders_and_one_final_metrics_file(release, tmp_path, capsys):
     assert main(["import-praco", str(release["model_dir"]), str(second), "--model", "X", "--fsc147",
                  str(release["meta"]), "--store", str(tmp_path / "mlruns")]) == 2
     assert "give one MODEL_DIR" in capsys.readouterr().err
+
+
+def test_export_of_an_unknown_run_is_one_clear_line(tmp_path, capsys):
+    assert main(["export-praco", "0123456789abcdef", "--out", str(tmp_path / "o"), "--store",
+                 str(tmp_path / "mlruns")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: run '0123456789abcdef' is not in the store")
