@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,6 +99,35 @@ def _stack(column: pd.Series) -> np.ndarray:
     return np.stack([np.asarray(v, dtype=np.float64) for v in column]) if len(column) else np.zeros((0, 0))
 
 
+def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classes: list[str], ctx: RunContext,
+                       record: Callable[[ImageItem, list[float]], dict]) -> list[dict]:
+    """Each image encoded once and decoded with every name of ``classes``; ``record(item, counts)`` builds its
+    record. An image that fails to load, encode or decode gets an error record; the others go on."""
+    records: dict[str, dict] = {}
+    loaded: list[ImageItem] = []
+    for uid in unit_ids:
+        try:
+            loaded.append(dataset.load(uid))
+        except Exception as exc:  # unreadable image: reported, the others go on
+            records[uid] = error_record(uid, f"image {uid} failed to load", exc)
+    step = max(ctx.batch_size, 1)
+    for start in range(0, len(loaded), step):
+        chunk = loaded[start:start + step]
+        try:
+            features = model.encode_images(chunk)
+        except Exception as exc:
+            records.update({it.image_id: error_record(it.image_id, "encoding the image failed", exc) for it in chunk})
+            continue
+        for item, feat in zip(chunk, features, strict=True):
+            try:
+                maps = model.decode([feat] * len(classes), classes)
+            except Exception as exc:
+                records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
+                continue
+            records[item.image_id] = record(item, [float(m.sum()) for m in maps])
+    return [records[u] for u in unit_ids]
+
+
 class PracoNegative(Task):
     """Negative-label test: every image prompted with every class name of its split.
 
@@ -120,34 +149,14 @@ class PracoNegative(Task):
 
     def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         classes, _ = select_classes(dataset, self.classes)
-        records: dict[str, dict] = {}
-        loaded: list[ImageItem] = []
-        for uid in unit_ids:
-            try:
-                loaded.append(dataset.load(uid))
-            except Exception as exc:  # unreadable image: reported, the others go on
-                records[uid] = error_record(uid, f"image {uid} failed to load", exc)
-        for start in range(0, len(loaded), max(ctx.batch_size, 1)):
-            chunk = loaded[start:start + max(ctx.batch_size, 1)]
-            try:
-                features = model.encode_images(chunk)
-            except Exception as exc:
-                records.update({it.image_id: error_record(it.image_id, "encoding the image failed", exc) for it in chunk})
-                continue
-            for item, feat in zip(chunk, features, strict=True):
-                try:
-                    maps = model.decode([feat] * len(classes), classes)
-                except Exception as exc:
-                    records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
-                    continue
-                counts = [float(m.sum()) for m in maps]
-                pos = classes.index(item.class_name)
-                records[item.image_id] = {
-                    "unit_id": item.image_id, "image_id": item.image_id, "class_name": item.class_name,
+
+        def record(item: ImageItem, counts: list[float]) -> dict:
+            pos = classes.index(item.class_name)
+            return {"unit_id": item.image_id, "image_id": item.image_id, "class_name": item.class_name,
                     "gt": int(dataset.count_of(item.image_id)), "pos_count": counts[pos],
-                    "neg_mean": float((sum(counts) - counts[pos]) / (len(counts) - 1)), "counts": counts,
-                }
-        return [records[u] for u in unit_ids]
+                    "neg_mean": float((sum(counts) - counts[pos]) / (len(counts) - 1)), "counts": counts}
+
+        return prompt_every_class(model, dataset, unit_ids, classes, ctx, record)
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
         classes, _ = select_classes(dataset, self.classes)
