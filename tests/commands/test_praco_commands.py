@@ -78,3 +78,36 @@ def test_export_of_local_task_runs(tmp_path):
     np.testing.assert_array_equal(res.upper, [[np.nan, 2.5], [2.0, np.nan]])
     assert res.partners.tolist() == [[None, "b.jpg"], ["a.jpg", None]]
     assert res.pos_idx.tolist() == [0, 1]
+
+
+def test_a_folder_without_results_is_refused(release, tmp_path, capsys):
+    assert main(["import-praco", str(release["model_dir"]), "--fsc147", str(release["meta"]), "--model", "OTHER",
+                 "--store", str(tmp_path / "mlruns")]) == 2
+    err = capsys.readouterr().err
+    assert "Inference_Test1_OTHER_test.csv" in err and "--model" in err
+
+
+def test_several_folders_and_one_final_metrics_file(release, tmp_path, capsys):
+    import shutil
+
+    second = tmp_path / "benchmark_results" / "TWO"
+    second.mkdir(parents=True)
+    for path in release["model_dir"].glob("*.csv"):
+        shutil.copy(path, second / path.name.replace(f"_{MODEL}_", "_TWO_"))
+    out = tmp_path / "final_metrics_test.csv"
+    assert main(["import-praco", str(release["model_dir"]), str(second), "--fsc147", str(release["meta"]),
+                 "--exclude", str(release["exclude"]), "--store", str(tmp_path / "mlruns"),
+                 "--final-metrics", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert frame["Model"].tolist() == [MODEL, "TWO"]
+    assert frame.drop(columns="Model").iloc[0].equals(frame.drop(columns="Model").iloc[1])
+    assert main(["import-praco", str(release["model_dir"]), str(second), "--model", "X", "--fsc147",
+                 str(release["meta"]), "--store", str(tmp_path / "mlruns")]) == 2
+    assert "give one MODEL_DIR" in capsys.readouterr().err
+
+
+def test_export_of_an_unknown_run_is_one_clear_line(tmp_path, capsys):
+    assert main(["export-praco", "0123456789abcdef", "--out", str(tmp_path / "o"), "--store",
+                 str(tmp_path / "mlruns")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: run '0123456789abcdef' is not in the store")

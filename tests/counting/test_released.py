@@ -75,7 +75,7 @@ def _cells(a: np.ndarray, n: int) -> list[float]:
     return out
 
 
-def reference_scores(rel: dict) -> dict[str, float]:
+def reference_scores(rel: dict, halves=("upper", "lower")) -> dict[str, float]:
     images = _images(rel)
     t1, up, low = _read(rel["test1"]), _read(rel["upper"]), _read(rel["lower"])
     np_, nmn, near, abs_err, sq_err = [], [], [], [], []
@@ -116,7 +116,7 @@ def reference_scores(rel: dict) -> dict[str, float]:
             p = tp / (u + lo) if u + lo else math.nan
             f = 2 * p * r / (p + r) if not (math.isnan(p) or math.isnan(r)) and p + r else math.nan
             rs.append(r), ps.append(p), fs.append(f)
-            _loc_mosaic(rel, i, c, per_mosaic)
+            _loc_mosaic(rel, i, c, per_mosaic, halves)
         if any_mosaic:
             per_image["r"].append(_mean(rs)), per_image["p"].append(_mean(ps)), per_image["f"].append(_mean(fs))
         for key, values in per_mosaic.items():
@@ -129,16 +129,17 @@ def reference_scores(rel: dict) -> dict[str, float]:
     return out
 
 
-def _loc_mosaic(rel: dict, image: str, cls: str, per_mosaic: dict) -> None:
+def _loc_mosaic(rel: dict, image: str, cls: str, per_mosaic: dict, halves) -> None:
     stem = image.removesuffix(".jpg")
-    paths = [rel["model_dir"] / "density_maps" / f"{stem}_{cls}_{h}.npy" for h in ("upper", "lower")]
+    paths = [rel["model_dir"] / "density_maps" / f"{stem}_{cls}_{h}.npy" for h in halves]
     gt_path = rel["gt_dir"] / f"{stem}.npy"
     if not gt_path.exists() or not all(p.exists() for p in paths):
         return
     g = np.clip(np.load(gt_path).astype(np.float64), 0, None)
     halves = [np.clip(np.load(p).astype(np.float64), 0, None) for p in paths]
     halves = [h if h.shape == g.shape else _resize(h, g.shape) for h in halves]
-    pred, truth = np.vstack(halves), np.vstack([g, np.zeros_like(g)])
+    stack = np.vstack if paths[0].stem.endswith("_upper") else np.hstack
+    pred, truth = stack(halves), stack([g, np.zeros_like(g)])
     for n in (2, 4, 8):
         tp = fp = ae = gs = 0.0
         for pc, gc in zip(_cells(pred, n), _cells(truth, n), strict=True):
@@ -245,3 +246,52 @@ def test_exclusion_ids_with_or_without_jpg(tmp_path):
     path.write_text("290\n296.jpg\n# comment\n\n")
     assert read_exclusion_ids(path) == {"290", "296"}
     assert len(read_exclusion_ids(None)) == 38
+
+
+def test_horizontal_collage_reads_left_and_right_maps(release, tmp_path):
+    import shutil
+
+    rel = dict(release)
+    rel["model_dir"] = tmp_path / MODEL
+    shutil.copytree(release["model_dir"], rel["model_dir"])
+    for path in (rel["model_dir"] / "density_maps").glob("*.npy"):
+        path.rename(path.with_name(path.name.replace("_upper.npy", "_left.npy").replace("_lower.npy", "_right.npy")))
+    got = import_praco(rel["model_dir"], rel["meta"], None, gt_maps_dir=rel["gt_dir"], exclude=rel["exclude"],
+                       collage="horizontal").scored.metrics
+    ref = reference_scores(rel, halves=("left", "right"))
+    vertical = reference_scores(release)
+    assert ref["official_localized_recall_micro_div16"] != vertical["official_localized_recall_micro_div16"]
+    for key, value in ref.items():
+        if "localized" in key and not math.isnan(value):
+            assert got[key] == pytest.approx(value, rel=1e-9), key
+
+
+def test_a_second_row_of_an_image_is_reported(release, tmp_path):
+    import shutil
+
+    model_dir = tmp_path / MODEL
+    shutil.copytree(release["model_dir"], model_dir)
+    t1 = model_dir / release["test1"].name
+    lines = t1.read_text().splitlines()
+    t1.write_text("\n".join([*lines, lines[1].replace(",", ",9", 1)]) + "\n")
+    meta = read_meta(release["meta"], exclude=release["exclude"])
+    res = read_results(model_dir, meta)
+    first = lines[1].split(",")[0]
+    assert f"{t1.name}:{len(lines) + 1},-: second row of image {first!r}: left out (the first is used)" in [
+        str(p) for p in res.problems]
+    original = read_results(release["model_dir"], meta)
+    np.testing.assert_array_equal(res.counts, original.counts)
+
+
+def test_a_missing_class_column_is_reported(release, tmp_path):
+    import shutil
+
+    import pandas as pd
+
+    model_dir = tmp_path / MODEL
+    shutil.copytree(release["model_dir"], model_dir)
+    lower = model_dir / release["lower"].name
+    pd.read_csv(lower, index_col=0, dtype=str).drop(columns=["cats"]).to_csv(lower)
+    res = read_results(model_dir, read_meta(release["meta"], exclude=release["exclude"]))
+    assert any(str(p).startswith(f"{lower.name}:1,cats: class of the split without a column") for p in res.problems)
+    assert np.isnan(res.lower[:, TEST_CLASSES.index("cats")]).all()

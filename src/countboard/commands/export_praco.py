@@ -43,7 +43,11 @@ def collect(tracker, run_ids: list[str]) -> tuple[dict[str, pd.DataFrame], dict[
     tags: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k, run_id in enumerate(run_ids):
-            run = tracker.client.get_run(run_id)
+            try:
+                run = tracker.client.get_run(run_id)
+            except Exception as exc:  # MLflow raises its own error types for an unknown id
+                raise ConfigError(f"run {run_id!r} is not in the store {tracker.uri} ({type(exc).__name__}); "
+                                  "give the id of a PrACo run (see `countboard mlflow-ui`)") from exc
             for key in ("model", "split"):
                 value = run.data.tags.get(key)
                 if value and tags.setdefault(key, value) != value:

@@ -21,7 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from countboard.counting.released.layout import HALVES, MAPS_DIR, read_meta, read_results
+from countboard.counting.released.layout import (
+    HALVES,
+    MAPS_DIR,
+    read_meta,
+    read_results,
+    test1_name,
+    test2_name,
+)
 from countboard.counting.released.scoring import Scored, ScoreOptions, score_results
 from countboard.errors import DataNotFoundError
 
@@ -99,6 +106,10 @@ def import_praco(model_dir: str | Path, meta_dir: str | Path, tracker=None, *, s
     if gt_dir is not None and not gt_dir.is_dir():
         raise DataNotFoundError(gt_dir, "--gt-density-maps", "Give the folder of ground-truth maps <img id>.npy.")
     model = model or model_dir.name
+    expected = [test1_name(model, split), test2_name(model, split, "upper"), test2_name(model, split, "lower")]
+    if not any((model_dir / name).is_file() for name in expected):
+        raise DataNotFoundError(model_dir, "MODEL_DIR", f"None of {', '.join(expected)} is there; check the folder, "
+                                "--model (the name in the file names) and --split.")
     meta = read_meta(meta_dir, split, exclude)
     results = read_results(model_dir, meta, split, model)
     opts = ScoreOptions(gt_maps_dir=gt_dir, collage=collage, official_rounding=official_rounding,
@@ -125,19 +136,32 @@ def import_praco(model_dir: str | Path, meta_dir: str | Path, tracker=None, *, s
 
 
 def run_command(args) -> int:
+    import pandas as pd
+
+    from countboard.errors import ConfigError
     from countboard.numeracy.importer import tracker_for_store
 
-    result = import_praco(args.model_dir, args.fsc147, tracker_for_store(args.store), split=args.split,
-                          gt_maps_dir=args.gt_density_maps, exclude=args.exclude, collage=args.collage,
-                          model=args.model, official_rounding=args.official_rounding, keep_maps=args.keep_maps,
-                          experiment=args.experiment, force=args.force)
-    problems = result.scored.problems
-    for problem in problems[: args.show_problems]:
-        print(f"left out {problem}", file=sys.stderr)
-    if len(problems) > args.show_problems:
-        print(f"... and {len(problems) - args.show_problems} more (all in the run's problems.json)", file=sys.stderr)
-    what = f"logged run {result.run_id}" if result.run_id else "skipped: an identical import exists (--force)"
-    print(f"{result.tags['model']} / {args.split}: {what}; {len(problems)} cell(s) left out")
+    if args.model and len(args.model_dir) > 1:
+        raise ConfigError("--model names the files of one folder: give one MODEL_DIR with it")
+    tracker = tracker_for_store(args.store)
+    rows = []
+    for model_dir in args.model_dir:
+        result = import_praco(model_dir, args.fsc147, tracker, split=args.split, gt_maps_dir=args.gt_density_maps,
+                              exclude=args.exclude, collage=args.collage, model=args.model,
+                              official_rounding=args.official_rounding, keep_maps=args.keep_maps,
+                              experiment=args.experiment, force=args.force)
+        problems = result.scored.problems
+        for problem in problems[: args.show_problems]:
+            print(f"left out {problem}", file=sys.stderr)
+        if len(problems) > args.show_problems:
+            print(f"... and {len(problems) - args.show_problems} more (all in the run's problems.json)",
+                  file=sys.stderr)
+        what = f"logged run {result.run_id}" if result.run_id else "skipped: an identical import exists (--force)"
+        print(f"{result.tags['model']} / {args.split}: {what}; {len(problems)} cell(s) left out")
+        rows.append(result.scored.final_metrics)
+    if args.final_metrics:
+        pd.concat(rows, ignore_index=True).to_csv(args.final_metrics, index=False)
+        print(f"wrote {args.final_metrics}")
     return 0
 
 
@@ -147,7 +171,7 @@ def register(subparsers) -> None:
         description="Score a benchmark_results/<MODEL>/ folder with the paper's definitions and the released "
         "scorer's (official_*), and log one MLflow run. Cells that cannot be scored are reported as "
         "file:row,column: reason and left out.")
-    p.add_argument("model_dir", help="benchmark_results/<MODEL>/ folder")
+    p.add_argument("model_dir", nargs="+", help="benchmark_results/<MODEL>/ folder(s), one run each")
     p.add_argument("--fsc147", required=True, metavar="META_DIR",
                    help="FSC-147 metadata: ImageClasses_FSC147.txt, Split_Classes_FSC147.json, counts")
     p.add_argument("--split", default="test", help="split (default: test)")
@@ -165,5 +189,7 @@ def register(subparsers) -> None:
                         "else ./mlruns)")
     p.add_argument("--experiment", default="countboard", help="MLflow experiment (default: countboard)")
     p.add_argument("--force", action="store_true", help="log again even if an identical import exists")
+    p.add_argument("--final-metrics", default=None, metavar="CSV",
+                   help="also write the released final_metrics file, one row per imported model")
     p.add_argument("--show-problems", type=int, default=20, help="left-out cells to print (default: 20)")
     p.set_defaults(func=run_command)

@@ -162,6 +162,10 @@ def read_grid(path: Path, meta: PracoMeta, problems: list[Problem], *, positive_
     for col in raw.columns:
         if col not in meta.classes:
             problems.append(Problem(name, 1, col, "not a class of the split: column left out"))
+    for col in meta.classes:
+        if col not in raw.columns:
+            problems.append(Problem(name, 1, col, "class of the split without a column: its cells are missing "
+                                    "(Test 1 leaves out every image, Test 2 these mosaics)"))
     out = pd.DataFrame(np.nan if numeric else None, index=pd.Index([], dtype=object), columns=meta.classes,
                        dtype=float if numeric else object)
     rows = {}
@@ -175,6 +179,9 @@ def read_grid(path: Path, meta: PracoMeta, problems: list[Problem], *, positive_
         if meta.class_of[image_id] not in meta.classes:
             problems.append(Problem(name, line, "-", f"image {image_id!r} is of class {meta.class_of[image_id]!r}, "
                                     "not a class of the split: row left out"))
+            continue
+        if image_id in rows:
+            problems.append(Problem(name, line, "-", f"second row of image {image_id!r}: left out (the first is used)"))
             continue
         own = meta.class_of[image_id]
         row = {}

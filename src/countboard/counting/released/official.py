@@ -14,7 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from countboard.metrics.praco_official import OFFICIAL_GRIDS, final_metrics_row, official_round
+from countboard.metrics.praco_official import (
+    OFFICIAL_GRIDS,
+    final_metrics_row,
+    official_localized_metrics,
+    official_mosaic_metrics,
+    official_round,
+)
 
 #: Record field of a mosaic: ``[TP, FP, AE, GT]`` per grid of ``OFFICIAL_GRIDS``, flattened.
 SUMS_FIELD = "official_sums"
@@ -48,3 +54,19 @@ def sums_from_records(column: pd.Series) -> dict[int, np.ndarray]:
     """``{n: (M, 4)}`` per-mosaic sums from the records' ``official_sums`` lists."""
     flat = np.stack([np.asarray(v, np.float64) for v in column]).reshape(len(column), len(OFFICIAL_GRIDS), 4)
     return {n: flat[:, k] for k, n in enumerate(OFFICIAL_GRIDS)}
+
+
+def mosaic_official(records: pd.DataFrame, upper: np.ndarray, lower: np.ndarray, gt: np.ndarray,
+                    images: list[str], classes: list[str], rows: np.ndarray, rounding: bool) -> dict[str, float]:
+    """The released scorer's mosaic and localized values of a ``praco_mosaic`` run.
+
+    ``upper`` / ``lower`` are the ``images`` x ``classes`` matrices, ``rows`` the image index of each record; the
+    records' ``class_name`` gives each image's own column. Records of older runs may lack the cell sums: then the
+    localized values are left out.
+    """
+    own = records.groupby("image_id")["class_name"].first()
+    pos_idx = np.array([classes.index(own[image]) for image in images])
+    out = official_mosaic_metrics(stored_counts(upper, rounding), stored_counts(lower, rounding), gt, pos_idx)
+    if SUMS_FIELD in records and records[SUMS_FIELD].notna().all():
+        out.update(official_localized_metrics(sums_from_records(records[SUMS_FIELD]), rows))
+    return finish(out, rounding)

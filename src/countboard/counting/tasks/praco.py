@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,8 +32,8 @@ from countboard.counting.released.official import (
     SUMS_FIELD,
     final_metrics_file,
     finish,
+    mosaic_official,
     stored_counts,
-    sums_from_records,
 )
 from countboard.errors import ConfigError
 from countboard.items import ImageDataset, ImageItem
@@ -46,13 +46,7 @@ from countboard.metrics.counting import (
     pool_grid,
 )
 from countboard.metrics.grounding import mosaic_grounding
-from countboard.metrics.praco_official import (
-    OFFICIAL_GRIDS,
-    official_localized_metrics,
-    official_mosaic_cells,
-    official_mosaic_metrics,
-    official_negative_metrics,
-)
+from countboard.metrics.praco_official import OFFICIAL_GRIDS, official_mosaic_cells, official_negative_metrics
 from countboard.results import RunContext, Task, TaskResult
 
 log = logging.getLogger(__name__)
@@ -105,6 +99,35 @@ def _stack(column: pd.Series) -> np.ndarray:
     return np.stack([np.asarray(v, dtype=np.float64) for v in column]) if len(column) else np.zeros((0, 0))
 
 
+def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classes: list[str], ctx: RunContext,
+                       record: Callable[[ImageItem, list[float]], dict]) -> list[dict]:
+    """Each image encoded once and decoded with every name of ``classes``; ``record(item, counts)`` builds its
+    record. An image that fails to load, encode or decode gets an error record; the others go on."""
+    records: dict[str, dict] = {}
+    loaded: list[ImageItem] = []
+    for uid in unit_ids:
+        try:
+            loaded.append(dataset.load(uid))
+        except Exception as exc:  # unreadable image: reported, the others go on
+            records[uid] = error_record(uid, f"image {uid} failed to load", exc)
+    step = max(ctx.batch_size, 1)
+    for start in range(0, len(loaded), step):
+        chunk = loaded[start:start + step]
+        try:
+            features = model.encode_images(chunk)
+        except Exception as exc:
+            records.update({it.image_id: error_record(it.image_id, "encoding the image failed", exc) for it in chunk})
+            continue
+        for item, feat in zip(chunk, features, strict=True):
+            try:
+                maps = model.decode([feat] * len(classes), classes)
+            except Exception as exc:
+                records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
+                continue
+            records[item.image_id] = record(item, [float(m.sum()) for m in maps])
+    return [records[u] for u in unit_ids]
+
+
 class PracoNegative(Task):
     """Negative-label test: every image prompted with every class name of its split.
 
@@ -126,34 +149,14 @@ class PracoNegative(Task):
 
     def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         classes, _ = select_classes(dataset, self.classes)
-        records: dict[str, dict] = {}
-        loaded: list[ImageItem] = []
-        for uid in unit_ids:
-            try:
-                loaded.append(dataset.load(uid))
-            except Exception as exc:  # unreadable image: reported, the others go on
-                records[uid] = error_record(uid, f"image {uid} failed to load", exc)
-        for start in range(0, len(loaded), max(ctx.batch_size, 1)):
-            chunk = loaded[start:start + max(ctx.batch_size, 1)]
-            try:
-                features = model.encode_images(chunk)
-            except Exception as exc:
-                records.update({it.image_id: error_record(it.image_id, "encoding the image failed", exc) for it in chunk})
-                continue
-            for item, feat in zip(chunk, features, strict=True):
-                try:
-                    maps = model.decode([feat] * len(classes), classes)
-                except Exception as exc:
-                    records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
-                    continue
-                counts = [float(m.sum()) for m in maps]
-                pos = classes.index(item.class_name)
-                records[item.image_id] = {
-                    "unit_id": item.image_id, "image_id": item.image_id, "class_name": item.class_name,
+
+        def record(item: ImageItem, counts: list[float]) -> dict:
+            pos = classes.index(item.class_name)
+            return {"unit_id": item.image_id, "image_id": item.image_id, "class_name": item.class_name,
                     "gt": int(dataset.count_of(item.image_id)), "pos_count": counts[pos],
-                    "neg_mean": float((sum(counts) - counts[pos]) / (len(counts) - 1)), "counts": counts,
-                }
-        return [records[u] for u in unit_ids]
+                    "neg_mean": float((sum(counts) - counts[pos]) / (len(counts) - 1)), "counts": counts}
+
+        return prompt_every_class(model, dataset, unit_ids, classes, ctx, record)
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
         classes, _ = select_classes(dataset, self.classes)
@@ -365,7 +368,7 @@ class PracoMosaic(Task):
         pred_cells = _stack(records["pred_cells"]).reshape(-1, g, g)
         gt_cells = _stack(records["gt_cells"]).reshape(-1, g, g)
         metrics.update(localized_mosaic_metrics(pred_cells, gt_cells, r))
-        metrics.update(self._official(records, upper, lower, gt, images, classes, r))
+        metrics.update(mosaic_official(records, upper, lower, gt, images, classes, r, self.official_rounding))
         pairs = records.drop(columns=["pred_cells", "gt_cells"]).rename(
             columns={"upper": "c_pos", "lower": "c_neg", "single": "c_single"})
         pairs["drift"] = drift[r, c]
@@ -387,17 +390,6 @@ class PracoMosaic(Task):
         return TaskResult(metrics=finite_metrics(metrics), tables=tables, figures=figures, arrays=arrays,
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
                           tags={"praco.orientation": self.orientation, "praco.mosaic": self.mosaic})
-
-    def _official(self, records: pd.DataFrame, upper: np.ndarray, lower: np.ndarray, gt: np.ndarray,
-                  images: list[str], classes: list[str], rows: np.ndarray) -> dict[str, float]:
-        """The released scorer's mosaic and localized values (records of older runs may lack the cell sums)."""
-        own = records.groupby("image_id")["class_name"].first().reindex(images)
-        pos_idx = np.array([classes.index(c) for c in own])
-        r = self.official_rounding
-        out = official_mosaic_metrics(stored_counts(upper, r), stored_counts(lower, r), gt, pos_idx)
-        if SUMS_FIELD in records and records[SUMS_FIELD].notna().all():
-            out.update(official_localized_metrics(sums_from_records(records[SUMS_FIELD]), rows))
-        return finish(out, r)
 
     def _sample_figure(self, rec: pd.Series, model: Any, dataset: ImageDataset, ctx: RunContext) -> bytes:
         """The mosaic of one record and its density map, titled with the counts of both halves."""

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from countboard.counting.tasks.praco import error_record, finite_metrics
+from countboard.counting.tasks.praco import finite_metrics, prompt_every_class
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.metrics.praco_multiclass import multiclass_metrics
@@ -40,33 +40,13 @@ class PracoMulticlass(Task):
 
     def run_units(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         classes = dataset.classes
-        records: dict[str, dict] = {}
-        loaded: list[ImageItem] = []
-        for uid in unit_ids:
-            try:
-                loaded.append(dataset.load(uid))
-            except Exception as exc:  # unreadable image: reported, the others go on
-                records[uid] = error_record(uid, f"image {uid} failed to load", exc)
-        step = max(ctx.batch_size, 1)
-        for start in range(0, len(loaded), step):
-            chunk = loaded[start:start + step]
-            try:
-                features = model.encode_images(chunk)
-            except Exception as exc:
-                records.update({it.image_id: error_record(it.image_id, "encoding the image failed", exc)
-                                for it in chunk})
-                continue
-            for item, feat in zip(chunk, features, strict=True):
-                try:
-                    maps = model.decode([feat] * len(classes), classes)
-                except Exception as exc:
-                    records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
-                    continue
-                gt = dataset.counts_of(item.image_id)
-                records[item.image_id] = {"unit_id": item.image_id, "image_id": item.image_id,
-                                          "counts": [float(m.sum()) for m in maps],
-                                          "gt_counts": [int(gt[c]) for c in classes]}
-        return [records[u] for u in unit_ids]
+
+        def record(item: ImageItem, counts: list[float]) -> dict:
+            gt = dataset.counts_of(item.image_id)
+            return {"unit_id": item.image_id, "image_id": item.image_id, "counts": counts,
+                    "gt_counts": [int(gt[c]) for c in classes]}
+
+        return prompt_every_class(model, dataset, unit_ids, classes, ctx, record)
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: Any, ctx: RunContext) -> TaskResult:
         classes = dataset.classes
