@@ -15,6 +15,20 @@ from countboard.schema import load_schema
 
 REPO = Path(__file__).resolve().parents[2]
 
+# Table 2 of the paper (Kajić et al., 2024): accuracy (%) per task, in the order of GENERATORS
+# (DALL-E 3, Imagen-A, Imagen-B, Imagen-C, Imagen-D, Muse-A, Muse-B).
+PAPER_TABLE_2 = {
+    1: (45.2, 26.3, 27.0, 34.8, 28.5, 34.8, 39.8),
+    2: (48.7, 20.0, 24.6, 27.0, 28.7, 21.0, 24.6),
+    3: (48.8, 41.1, 42.9, 50.6, 43.8, 45.1, 46.2),
+}
+# Its standard errors (percentage points).
+PAPER_TABLE_2_SE = {
+    1: (0.5, 0.4, 0.4, 0.4, 0.4, 0.4, 0.5),
+    2: (2.7, 2.2, 2.3, 2.4, 2.4, 2.2, 2.3),
+    3: (1.1, 1.3, 1.4, 1.2, 1.3, 1.2, 1.2),
+}
+
 
 def _run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
@@ -34,12 +48,22 @@ def test_subcommand_is_registered():
     assert "countboard.data.geckonum_import" in cli._SUBCOMMANDS
 
 
-def test_metrics_are_declared(geckonum_dir):
+def test_metrics_are_declared_and_reproduce_table_2(geckonum_dir):
     runs, problems = build_runs(
-        geckonum_dir / "geckonum_annotations.zip", geckonum_dir, ImportOptions(n_boot=50)
+        geckonum_dir / "geckonum_annotations.zip", geckonum_dir, ImportOptions(n_boot=50, n_perm=50)
     )
     assert not problems
     assert len(runs) == 21
+    # All 21 cells of Table 2 within 0.35 percentage points, and the standard errors as printed.
+    from countboard.data.geckonum import GENERATORS
+
+    for run in runs:
+        k = GENERATORS.index(run.generator)
+        acc = run.metrics["numeracy_accuracy"] * 100
+        assert acc == pytest.approx(PAPER_TABLE_2[run.task][k], abs=0.35), (run.task, run.generator, acc)
+        se = run.metrics["numeracy_accuracy_se"] * 100
+        assert se == pytest.approx(PAPER_TABLE_2_SE[run.task][k], abs=0.051), (run.task, run.generator, se)
+        assert run.params["ties"] == "first" and run.params["ranges"] == "up"
     schema = load_schema()
     for run in runs:
         for key in run.metrics:

@@ -36,13 +36,14 @@ from countboard.data.geckonum import (
 from countboard.data.geckonum_scoring import ImportProblem, score_annotations
 from countboard.data.geckonum_summary import confusion_figure, summarize_units
 from countboard.errors import DataNotFoundError
+from countboard.metrics.numeracy import RANGE_RULES, TIE_RULES
 
 log = logging.getLogger("countboard")
 
 DATASET = "geckonum"
 FAMILY = "generators"
 #: Bump when scoring changes, so that a re-import logs new runs instead of skipping.
-SCORING_VERSION = "1"
+SCORING_VERSION = "2"
 
 
 def task_name(task: int) -> str:
@@ -56,8 +57,10 @@ class ImportOptions:
 
     tasks: Sequence[int] = (1, 2, 3)
     generators: Sequence[str] | None = None
-    ties: str = "any"
+    ties: str = "first"
+    ranges: str = "up"
     n_boot: int = 2000
+    n_perm: int = 1000
     seed: int = 0
 
 
@@ -96,7 +99,9 @@ def _config_hash(digest: str, prompts_digest: str, generator: str, task: int, op
             "generator": generator,
             "task": task,
             "ties": opts.ties,
+            "ranges": opts.ranges,
             "n_boot": opts.n_boot,
+            "n_perm": opts.n_perm,
             "seed": opts.seed,
             "scoring": SCORING_VERSION,
         },
@@ -129,11 +134,13 @@ def build_runs(
         if not list_annotation_files(annotations, task):
             continue
         digests = annotation_digests(annotations, task)
-        scored = score_annotations(read_annotations(annotations, task), prompts, task, allowed, opts.ties)
+        scored = score_annotations(
+            read_annotations(annotations, task), prompts, task, allowed, opts.ties, opts.ranges
+        )
         problems += scored.problems
         per_file = Counter(_generator_of_file(p.file) for p in scored.problems)
         for generator, units in scored.units.groupby("model", sort=True):
-            summary = summarize_units(units, task, n_boot=opts.n_boot, seed=opts.seed)
+            summary = summarize_units(units, task, n_boot=opts.n_boot, seed=opts.seed, n_perm=opts.n_perm)
             files = sorted(f for f in digests if _generator_of_file(f) == generator)
             digest = ";".join(f"{f}={digests[f]}" for f in files)
             metrics = dict(summary.metrics)
@@ -152,7 +159,9 @@ def build_runs(
                 "files": ",".join(files),
                 "prompts": str(prompts_file.resolve()),
                 "ties": opts.ties,
+                "ranges": opts.ranges,
                 "n_boot": opts.n_boot,
+                "n_perm": opts.n_perm,
                 "seed": opts.seed,
                 "scoring_version": SCORING_VERSION,
             }
@@ -260,7 +269,7 @@ def run_command(args) -> int:
     if args.allow_generator:
         generators = [*GENERATORS, *args.allow_generator]
     opts = ImportOptions(tasks=tuple(args.task or (1, 2, 3)), generators=generators, ties=args.ties,
-                         n_boot=args.n_boot, seed=args.seed)  # fmt: skip
+                         ranges=args.ranges, n_boot=args.n_boot, n_perm=args.n_perm, seed=args.seed)  # fmt: skip
     start = time.perf_counter()
     report = import_geckonum(
         annotations, prompts, tracker_for_store(args.store), args.experiment, opts, args.force
@@ -292,9 +301,14 @@ def register(subparsers) -> None:
     p.add_argument("--task", type=int, action="append", choices=(1, 2, 3), help="only this task (repeatable)")
     p.add_argument("--allow-generator", action="append", metavar="NAME",
                    help="accept a generator name besides the seven of the study (repeatable)")  # fmt: skip
-    p.add_argument("--ties", choices=("any", "lowest", "none"), default="any",
-                   help="how a tied mode is scored (see docs/geckonum.md; default: any)")  # fmt: skip
+    p.add_argument("--ties", choices=TIE_RULES, default="first",
+                   help="how a tied mode is resolved (see docs/geckonum.md; default: first, the answer given "
+                        "first)")  # fmt: skip
+    p.add_argument("--ranges", choices=RANGE_RULES, default="up",
+                   help="range answers ('2-3' -> 2.5): rounded up as in the paper (default) or kept as midpoints")
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples for the 95%% interval")
+    p.add_argument("--n-perm", type=int, default=1000,
+                   help="label permutations of each controlled comparison's control test (Task 1)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--force", action="store_true", help="log again even if an identical import exists")
     p.add_argument("--show-problems", type=int, default=20, help="skipped rows to print (default: 20)")
