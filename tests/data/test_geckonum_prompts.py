@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from countboard.data.geckonum import read_prompts
-from countboard.data.geckonum_scoring import question_entity
+from countboard.data.geckonum_scoring import question_target
 from countboard.data.prompts import (
     ALL_TYPES,
     COLORS,
@@ -41,8 +41,10 @@ def test_geckonum_prompts_as_specs(prompts):
     assert specs[700].counts == {"corkscrew": 3, "crib": 1, "okra": 1}
     assert from_geckonum(prompts, ["attribute-spatial"])[0].prompt_type == "attribute-spatial"
     for s in exact:
-        for i, q in enumerate(s.questions()):
-            assert question_entity(q, [(e.noun, e.number) for e in s.entities]) == i, q
+        ents = [(e.noun, e.number) for e in s.entities]
+        for q in s.count_questions():  # the scorer reads back the entity and the number each question asks for
+            i, target = question_target(q.question, ents)
+            assert target == q.target and ents[i][0] in q.nouns, q
 
 
 @pytest.mark.parametrize("kind", ALL_TYPES)

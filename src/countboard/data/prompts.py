@@ -110,6 +110,29 @@ class Entity:
 
 
 @dataclass(frozen=True)
+class CountQuestion:
+    """One Task 1 count question: its text, the noun phrase a counter is asked for, and the number it expects.
+
+    ``nouns`` are the entities the question covers (two for a bare noun shared by two colour entities).
+    """
+
+    question: str
+    phrase: str
+    target: int
+    nouns: tuple[str, ...]
+
+
+_INVERSE = {"to the left of": "to the right of", "to the right of": "to the left of", "above": "below",
+            "below": "above"}  # fmt: skip
+
+
+def _relation(prompt: str) -> str | None:
+    text = prompt.lower()
+    found = [r for r in _INVERSE if f" {r} " in text]
+    return max(found, key=len) if found else None
+
+
+@dataclass(frozen=True)
 class PromptSpec:
     """One prompt with its entities; ``counts`` and ``questions`` are defined for exact types."""
 
@@ -129,9 +152,37 @@ class PromptSpec:
         """Noun -> count for exact prompts (empty otherwise)."""
         return {e.noun: int(e.count) for e in self.entities} if self.exact else {}
 
+    def count_questions(self) -> list[CountQuestion]:
+        """The count questions GeckoNum's Task 1 asks about this prompt, in the release's order.
+
+        One "How many <nouns> are in the image?" per entity; colour prompts first ask the bare noun ("How many
+        apples…" before "How many black apples…", once for a noun two entities share, which then expects their
+        sum); spatial prompts add one relation question per entity ("How many dogs are to the left of
+        coconuts?", "How many coconuts are to the right of dogs?"), which a counter answers by counting the noun.
+        Empty for prompts without exact counts.
+        """
+        if not self.exact:
+            return []
+        ents = [(e.noun, int(e.count)) for e in self.entities]
+        out: list[CountQuestion] = []
+        colour = self.prompt_type in ("attribute-color", "2-additive-color")
+        for noun, n in ents:
+            head = noun.split()[-1]
+            if colour and head != noun and not any(q.phrase == plural(head) for q in out):
+                shared = tuple(x for x, _ in ents if x.split()[-1] == head)
+                total = sum(m for x, m in ents if x in shared)
+                out.append(CountQuestion(f"How many {plural(head)} are in the image?", plural(head), total, shared))
+            out.append(CountQuestion(f"How many {plural(noun)} are in the image?", plural(noun), n, (noun,)))
+        rel = _relation(self.prompt) if self.prompt_type == "attribute-spatial" and len(ents) == 2 else None
+        if rel:
+            (a, na), (b, nb) = ents
+            out.append(CountQuestion(f"How many {plural(a)} are {rel} {plural(b)}?", plural(a), na, (a,)))
+            out.append(CountQuestion(f"How many {plural(b)} are {_INVERSE[rel]} {plural(a)}?", plural(b), nb, (b,)))
+        return out
+
     def questions(self) -> list[str]:
-        """One "How many <nouns> are in the image?" question per entity (GeckoNum Task 1 wording)."""
-        return [f"How many {plural(e.noun)} are in the image?" for e in self.entities]
+        """The text of ``count_questions`` (GeckoNum Task 1 wording)."""
+        return [q.question for q in self.count_questions()]
 
 
 def from_geckonum(prompts: pd.DataFrame, types: Iterable[str] | None = None) -> list[PromptSpec]:
