@@ -132,3 +132,90 @@ def test_bad_rows_are_reported_and_the_rest_imported(geckonum_dir, tmp_path, cap
     problems = json.loads((Path(t1["artifact_uri"].removeprefix("file://")) / "problems.json").read_text())
     assert [p["line"] for p in problems] == [4, 8, 21]
     assert (Path(t1["artifact_uri"].removeprefix("file://")) / "figures" / "number_confusion.png").is_file()
+
+
+def _small_folder(geckonum_dir, tmp_path, n_lines: int = 201) -> Path:
+    folder = tmp_path / "annotations"
+    folder.mkdir()
+    with zipfile.ZipFile(geckonum_dir / "geckonum_annotations.zip") as zf:
+        lines = zf.read("task_1_dalle_3.csv").decode().splitlines()[:n_lines]
+    (folder / "task_1_dalle_3.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_malformed_rows_are_reported_and_the_rest_imported(geckonum_dir, tmp_path):
+    folder = _small_folder(geckonum_dir, tmp_path)
+    lines = (folder / "task_1_dalle_3.csv").read_text().splitlines()
+    lines[5] += ",extra"  # line 6: nine fields
+    lines[9] = "geckonum_00000_1,dalle_3"  # line 10: two fields
+    (folder / "task_1_dalle_3.csv").write_text("\n".join(lines) + "\n")
+    runs, problems = build_runs(folder, geckonum_dir, ImportOptions(tasks=(1,), n_boot=10, n_perm=10))
+    assert [str(p).split(" (")[0] for p in problems] == [
+        "task_1_dalle_3.csv:6: expected 8 fields, got 9",
+        "task_1_dalle_3.csv:10: expected 8 fields, got 2",
+    ]
+    assert len(runs) == 1 and runs[0].metrics["numeracy_n_annotations"] == 198
+    # Later rows keep their own line numbers: a bad value after the skipped rows is reported where it is.
+    lines[30] = lines[30].replace(",dalle_3,", ",dalle_9,")
+    (folder / "task_1_dalle_3.csv").write_text("\n".join(lines) + "\n")
+    _, problems = build_runs(folder, geckonum_dir, ImportOptions(tasks=(1,), n_boot=10, n_perm=10))
+    assert str(problems[-1]).startswith("task_1_dalle_3.csv:31: unknown generator 'dalle_9'")
+
+
+def test_empty_or_broken_zip_is_one_clear_error(geckonum_dir, tmp_path, capsys):
+    empty = tmp_path / "geckonum_annotations.zip"
+    zipfile.ZipFile(empty, "w").close()
+    argv = ["import-geckonum", str(empty), "--prompts", str(geckonum_dir / "prompts.csv"),
+            "--store", str(tmp_path / "store")]  # fmt: skip
+    assert cli.main(argv) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no task_<n>_<generator>.csv for task(s) 1, 2, 3" in err[0] and str(empty) in err[0]
+    empty.write_bytes(b"not a zip at all")
+    assert cli.main(argv) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a readable zip" in err[0]
+
+
+_CHILD = """
+import sys, time
+from countboard.data import geckonum_import as gi
+class Slow:
+    def __init__(self, tracker): self.t = tracker
+    def __getattr__(self, name): return getattr(self.t, name)
+    def log_complete_run(self, *a, **k):
+        self.t.log_dir = self.hang
+        return self.t.log_complete_run(*a, **k)
+    def hang(self, *a, **k):
+        print("logging", flush=True)
+        time.sleep(600)
+runs, _ = gi.build_runs(sys.argv[1], sys.argv[2], gi.ImportOptions(tasks=(1,), n_boot=10, n_perm=10))
+gi.log_runs(runs, Slow(gi.tracker_for_store(sys.argv[3])), "countboard")
+"""
+
+
+def test_killed_import_leaves_no_running_run(geckonum_dir, tmp_path, capsys):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    folder, store = _small_folder(geckonum_dir, tmp_path), tmp_path / "store"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(folder), str(geckonum_dir), str(store)],
+                             stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        assert child.stdout.readline().strip() == "logging"  # the run exists, RUNNING, its owner alive
+        argv = [str(folder), "--prompts", str(geckonum_dir / "prompts.csv"), "--store", str(store), "--task", "1",
+                "--n-boot", "10", "--n-perm", "10"]  # fmt: skip
+        assert _run(argv) == 0
+        out = capsys.readouterr()
+        assert "another import is logging it now" in out.err and "logged 0 run(s)" in out.out
+        assert _runs(store)["status"].tolist() == ["RUNNING"]
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    assert _run(argv) == 0
+    out = capsys.readouterr()
+    assert "ended 1 run(s) left RUNNING by a killed import" in out.err and "logged 1 run(s)" in out.out
+    assert sorted(_runs(store)["status"]) == ["FINISHED", "KILLED"]
+    assert _run(argv) == 0 and "skipped 1 already imported" in capsys.readouterr().out

@@ -15,6 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import signal
+import socket
 import sys
 import tempfile
 import time
@@ -35,7 +38,7 @@ from countboard.data.geckonum import (
 )
 from countboard.data.geckonum_scoring import ImportProblem, score_annotations
 from countboard.data.geckonum_summary import confusion_figure, summarize_units
-from countboard.errors import DataNotFoundError
+from countboard.errors import CountboardError, DataNotFoundError
 from countboard.metrics.numeracy import RANGE_RULES, TIE_RULES
 
 log = logging.getLogger("countboard")
@@ -44,6 +47,12 @@ DATASET = "geckonum"
 FAMILY = "generators"
 #: Bump when scoring changes, so that a re-import logs new runs instead of skipping.
 SCORING_VERSION = "2"
+#: Tags naming the process that logs an imported run, so that a later import can tell a killed one.
+HOST_TAG, PID_TAG = "import_host", "import_pid"
+#: MLflow run statuses (as ``countboard.tracking`` spells them; not imported here, to keep mlflow out of imports).
+FINISHED, RUNNING, KILLED = "FINISHED", "RUNNING", "KILLED"
+#: Age after which a RUNNING imported run of another host (or without owner tags) counts as abandoned.
+STALE_AFTER_S = 600
 
 
 def task_name(task: int) -> str:
@@ -85,6 +94,10 @@ class ImportReport:
     logged: list[tuple[str, str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     problems: list[ImportProblem] = field(default_factory=list)
+    #: Runs left RUNNING by a killed import, now ended (KILLED).
+    ended: list[str] = field(default_factory=list)
+    #: (generator, task) being logged by another live import, skipped.
+    busy: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _generator_of_file(name: str) -> str:
@@ -130,6 +143,13 @@ def build_runs(
     allowed = list(GENERATORS if opts.generators is None else opts.generators)
     runs: list[ImportedRun] = []
     problems: list[ImportProblem] = []
+    if not any(list_annotation_files(annotations, task) for task in opts.tasks):
+        found = len(list_annotation_files(annotations))
+        raise CountboardError(
+            f"{annotations}: no task_<n>_<generator>.csv for task(s) {', '.join(map(str, opts.tasks))} "
+            f"({found} annotation file(s) of other tasks there); pass the release's geckonum_annotations.zip "
+            "or a folder holding its CSVs"
+        )
     for task in opts.tasks:
         if not list_annotation_files(annotations, task):
             continue
@@ -192,14 +212,57 @@ def _write_artifacts(run: ImportedRun, root: Path) -> None:
     (root / "problems.json").write_text(json.dumps(problems, indent=1))
 
 
+def _owner_alive(run, now_ms: float) -> bool:
+    """Whether the import that created a RUNNING run may still be logging it.
+
+    On this host the owner's pid is checked; elsewhere (or for runs without owner tags) a run is given
+    ``STALE_AFTER_S`` seconds, far more than logging one run takes.
+    """
+    host, pid = run.tags.get(HOST_TAG), run.tags.get(PID_TAG, "")
+    if host == socket.gethostname() and pid.isdigit():
+        if int(pid) == os.getpid():
+            return False  # this process logs runs one at a time: an earlier one of its own is not in progress
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return now_ms - float(run.start_time or 0) < STALE_AFTER_S * 1000
+
+
+def _settle_twins(tracker, twins, report: ImportReport) -> bool:
+    """End RUNNING twins left by a killed import (status KILLED); True when a live import still owns one."""
+    busy = False
+    now_ms = time.time() * 1000
+    for twin in twins:
+        if twin.status != RUNNING:
+            continue
+        if _owner_alive(twin, now_ms):
+            busy = True
+        else:
+            tracker.set_status(twin.run_id, KILLED)
+            report.ended.append(twin.run_id)
+    return busy
+
+
 def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool = False) -> ImportReport:
-    """Log each run with ``tracker.log_complete_run``; runs with a finished twin (same ``config_hash``) are skipped."""
+    """Log each run with ``tracker.log_complete_run``; runs with a finished twin (same ``config_hash``) are skipped.
+
+    A twin left RUNNING by an import that was killed is ended (KILLED) and the run logged again; a twin that
+    another live import is logging is left alone and the run skipped (``report.busy``).
+    """
     report = ImportReport()
     experiment_id = tracker.experiment_id(experiment)
+    owner = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     for run in runs:
         twins = tracker.find_runs(experiment_id, {"config_hash": run.tags["config_hash"]})
-        if not force and any(r.status == "FINISHED" for r in twins):
+        if not force and any(r.status == FINISHED for r in twins):
             report.skipped.append((run.generator, run.tags["task"]))
+            continue
+        if _settle_twins(tracker, twins, report) and not force:
+            report.busy.append((run.generator, run.tags["task"]))
             continue
         name = f"model={run.generator},dataset={DATASET},task={run.tags['task']}"
         with tempfile.TemporaryDirectory() as tmp:
@@ -207,7 +270,7 @@ def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool 
             run_id = tracker.log_complete_run(
                 experiment,
                 name,
-                run.tags,
+                {**run.tags, **owner},
                 params=run.params,
                 metrics=run.metrics,
                 artifacts_dir=tmp,
@@ -242,9 +305,14 @@ def import_geckonum(
     opts: ImportOptions | None = None,
     force: bool = False,
 ) -> ImportReport:
-    """Score and log the human study (see the module docstring); returns what was logged, skipped and left out."""
-    tracker.check()
+    """Score and log the human study (see the module docstring); returns what was logged, skipped and left out.
+
+    ``tracker`` may be a ``Tracker`` or a function returning one: it is then called only once the input has been
+    read and scored, so that bad input creates no store.
+    """
     runs, problems = build_runs(annotations, prompts_path, opts)
+    tracker = tracker() if callable(tracker) else tracker
+    tracker.check()
     report = log_runs(runs, tracker, experiment, force)
     report.problems = problems
     return report
@@ -262,6 +330,10 @@ def _default_prompts(annotations: Path) -> Path:
     )
 
 
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run_command(args) -> int:
     annotations = Path(args.path)
     prompts = Path(args.prompts) if args.prompts else _default_prompts(annotations)
@@ -271,9 +343,17 @@ def run_command(args) -> int:
     opts = ImportOptions(tasks=tuple(args.task or (1, 2, 3)), generators=generators, ties=args.ties,
                          ranges=args.ranges, n_boot=args.n_boot, n_perm=args.n_perm, seed=args.seed)  # fmt: skip
     start = time.perf_counter()
-    report = import_geckonum(
-        annotations, prompts, tracker_for_store(args.store), args.experiment, opts, args.force
-    )
+    previous = signal.signal(signal.SIGTERM, _terminate)  # the run being logged then ends FAILED, not RUNNING
+    try:
+        report = import_geckonum(
+            annotations, prompts, lambda: tracker_for_store(args.store), args.experiment, opts, args.force
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if report.ended:
+        print(f"ended {len(report.ended)} run(s) left RUNNING by a killed import", file=sys.stderr)
+    for generator, task in report.busy:
+        print(f"skipped {generator} {task}: another import is logging it now", file=sys.stderr)
     for problem in report.problems[: args.show_problems]:
         print(f"skipped {problem}", file=sys.stderr)
     if len(report.problems) > args.show_problems:

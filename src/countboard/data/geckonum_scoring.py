@@ -296,6 +296,7 @@ def score_annotations(
 ) -> ScoredTask:
     """Check then score the rows of one task (see the module docstring)."""
     checked, problems = check_rows(ann, prompts, generators)
+    problems = [ImportProblem(f, n, m) for f, n, m in ann.attrs.get("bad_rows", [])] + problems
     if task == 1:
         scored = score_task1(checked, prompts, ties, ranges)
     elif task == 2:
