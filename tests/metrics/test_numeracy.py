@@ -212,6 +212,8 @@ def test_permutation_control_against_direct_shuffles():
         "countboard.data.geckonum_answers",
         "countboard.data.geckonum_scoring",
         "countboard.data.geckonum_summary",
+        "countboard.data.geckonum_comparisons",
+        "countboard.data.geckonum_templates",
         "countboard.data.prompts",
         "countboard.models.generator_base",
         "countboard.models.procedural",
