@@ -195,9 +195,10 @@ def test_offline_sweep_logs_cc_and_bcc_per_generator(tmp_path):
     assert sorted(cells.index) == ["procedural_good", "procedural_poor"]
     assert set(cells["tags.evaluator"]) == {"shapecount_aware"}
     assert set(cells["tags.family"]) == {"generator_autoeval"}
-    assert (cells["metrics.autoeval_n_images"] == 250).all() and (
-        cells["metrics.autoeval_n_labelled"] == 100
-    ).all()
+    assert (cells["metrics.autoeval_n_images"] == 250).all()
+    assert (cells["metrics.autoeval_n_labelled_images"] == 100).all()
+    assert (cells["metrics.autoeval_n_units"] > 250).all()  # image-question pairs
+    assert set(cells["tags.autoeval_unit"]) == {"question"}
     for key in ("autoeval_cc_rate", "autoeval_bcc_rate", "autoeval_bcc_rate_low", "autoeval_bcc_rate_high"):
         assert cells[f"metrics.{key}"].between(0, 1).all(), key
     assert (cells["metrics.autoeval_bcc_rate_low"] <= cells["metrics.autoeval_bcc_rate_high"]).all()

@@ -234,7 +234,7 @@ def permutation_chi2_test(
     rng = np.random.default_rng(seed)
     # The successes in group A of a random split are hypergeometric; the statistic depends on that count only.
     hits_a = rng.hypergeometric(k, n - k, na, size=n_perm + 1) if n and na else np.zeros(n_perm + 1, int)
-    stats = np.array([_chi2_from_counts(int(h), na, k - int(h), n - na) for h in hits_a])
+    stats = _chi2_from_counts(hits_a, na, k - hits_a, n - na)
     perm_p = float((np.sum(stats[1:] >= observed - 1e-12) + 1) / (n_perm + 1))
     control = float(stats[0])
     return {
@@ -245,12 +245,16 @@ def permutation_chi2_test(
     }
 
 
-def _chi2_from_counts(right_a: int, n_a: int, right_b: int, n_b: int) -> float:
-    table = np.array([[right_a, n_a - right_a], [right_b, n_b - right_b]], dtype=np.float64)
-    if (table.sum(axis=0) == 0).any() or (table.sum(axis=1) == 0).any():
-        return 0.0
-    expected = table.sum(axis=1, keepdims=True) * table.sum(axis=0, keepdims=True) / table.sum()
-    return float(((table - expected) ** 2 / expected).sum())
+def _chi2_from_counts(right_a: np.ndarray, n_a: int, right_b: np.ndarray, n_b: int) -> np.ndarray:
+    """Pearson chi-squared of 2x2 right/wrong tables, vectorised over the right counts (0 for an empty margin)."""
+    table = np.stack([np.stack([right_a, n_a - right_a], -1), np.stack([right_b, n_b - right_b], -1)], -2)
+    table = np.asarray(table, dtype=np.float64)
+    rows, cols = table.sum(axis=-1, keepdims=True), table.sum(axis=-2, keepdims=True)
+    expected = rows * cols / table.sum(axis=(-2, -1), keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        terms = np.where(expected > 0, (table - expected) ** 2 / np.where(expected > 0, expected, 1), 0.0)
+    empty = (rows == 0).any(axis=(-2, -1)) | (cols == 0).any(axis=(-2, -1))
+    return np.where(empty, 0.0, terms.sum(axis=(-2, -1)))
 
 
 def number_columns(max_number: int = 10) -> list[str]:
