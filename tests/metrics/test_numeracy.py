@@ -218,6 +218,7 @@ def test_permutation_control_against_direct_shuffles():
         "countboard.models.generator_base",
         "countboard.models.procedural",
         "countboard.tasks.geckonum",
+        "countboard.tasks.geckonum_bcc",
     ],
 )
 def test_docstring_examples(module):
