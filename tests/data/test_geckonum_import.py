@@ -219,3 +219,18 @@ def test_killed_import_leaves_no_running_run(geckonum_dir, tmp_path, capsys):
     assert "ended 1 run(s) left RUNNING by a killed import" in out.err and "logged 1 run(s)" in out.out
     assert sorted(_runs(store)["status"]) == ["FINISHED", "KILLED"]
     assert _run(argv) == 0 and "skipped 1 already imported" in capsys.readouterr().out
+
+
+def test_bad_prompt_rows_are_reported_and_the_rest_imported(geckonum_dir, tmp_path):
+    folder = _small_folder(geckonum_dir, tmp_path)
+    lines = (geckonum_dir / "prompts.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    col = {name: i for i, name in enumerate(header)}
+    assert lines[1001].split(",")[col["has_numeral"]] in ("0", "1")
+    parts = lines[1001].split(",")
+    parts[col["has_numeral"]] = "maybe"
+    lines[1001] = ",".join(parts)  # line 1002
+    (tmp_path / "prompts.csv").write_text("\n".join(lines) + "\n")
+    runs, problems = build_runs(folder, tmp_path / "prompts.csv", ImportOptions(tasks=(1,), n_boot=10, n_perm=10))
+    assert [str(p) for p in problems] == ["prompts.csv:1002: has_numeral 'maybe' is not 0 or 1"]
+    assert len(runs) == 1 and runs[0].metrics["numeracy_n_annotations"] == 200

@@ -255,6 +255,11 @@ def read_prompts(path: str | Path) -> pd.DataFrame:
         Columns ``prompt``, ``prompt_type``, ``dataset_id``, ``has_numeral`` (bool: the number is written as a
         word), ``is_frequent`` (1, 0, or -1 where not applicable), ``entities`` (list of ``(noun, value)`` text
         pairs) and ``task`` (1, 2 or 3); index ``prompt_id`` (int, the number in ``dataset_id`` and image ids).
+        Rows that cannot be read are left out and listed in ``attrs["bad_rows"]`` as ``(file, line, reason)``.
+
+    Raises:
+        DataNotFoundError: No file at ``path``.
+        CountboardError: A column is missing, or no row can be used.
     """
     path = Path(path)
     if path.is_dir():
@@ -267,22 +272,47 @@ def read_prompts(path: str | Path) -> pd.DataFrame:
     if missing:
         raise CountboardError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(need)}")
     task_of = {t: k for k, ts in PROMPT_TYPES_BY_TASK.items() for t in ts}
-    unknown = sorted(set(df["prompt_type"]) - set(task_of))
-    if unknown:
-        raise CountboardError(f"{path}: unknown prompt_type(s) {unknown}; known: {sorted(task_of)}")
+    reasons = [_prompt_row_problem(row, task_of) for row in df.itertuples(index=False)]
+    ids = df["dataset_id"].str.rsplit("_", n=1).str[-1]
+    duplicated = ids.duplicated(keep="first") & pd.Series([r is None for r in reasons])
+    reasons = [r or (f"prompt id {i} repeats an earlier row" if d else None)
+               for r, i, d in zip(reasons, ids, duplicated, strict=True)]  # fmt: skip
+    bad = pd.Series([r is not None for r in reasons], index=df.index)
+    if bad.all() and len(df):
+        raise CountboardError(f"{path}: no usable prompt row (line 2: {reasons[0]}); is it GeckoNum's prompts.csv?")
+    good = df[~bad]
     out = pd.DataFrame(
         {
-            "prompt": df["prompt"],
-            "prompt_type": df["prompt_type"],
-            "dataset_id": df["dataset_id"],
-            "has_numeral": df["has_numeral"].astype(int).astype(bool),
-            "is_frequent": df["is_frequent"].astype(int),
-            "entities": df["entities"].map(parse_entities),
-            "task": df["prompt_type"].map(task_of).astype(int),
+            "prompt": good["prompt"],
+            "prompt_type": good["prompt_type"],
+            "dataset_id": good["dataset_id"],
+            "has_numeral": good["has_numeral"].astype(int).astype(bool),
+            "is_frequent": good["is_frequent"].astype(int),
+            "entities": good["entities"].map(parse_entities),
+            "task": good["prompt_type"].map(task_of).astype(int),
         }
     )
-    out.index = pd.Index(df["dataset_id"].str.rsplit("_", n=1).str[-1].astype(int), name="prompt_id")
+    out.index = pd.Index(ids[~bad].astype(int).to_numpy(), name="prompt_id")
+    # Lines count from 1 at the header (no prompt spans two lines in the release).
+    out.attrs["bad_rows"] = [(path.name, int(i) + 2, r) for i, r in zip(df.index, reasons, strict=True) if r]
     return out
+
+
+def _prompt_row_problem(row, task_of: dict[str, int]) -> str | None:
+    """Why a ``prompts.csv`` row cannot be used, or None."""
+    if row.prompt_type not in task_of:
+        return f"unknown prompt_type {row.prompt_type!r}; known: {', '.join(sorted(task_of))}"
+    if row.has_numeral not in ("0", "1"):
+        return f"has_numeral {row.has_numeral!r} is not 0 or 1"
+    if not row.is_frequent.lstrip("-").isdigit():
+        return f"is_frequent {row.is_frequent!r} is not an integer"
+    if not row.dataset_id.rsplit("_", 1)[-1].isdigit():
+        return f"dataset_id {row.dataset_id!r} does not end in _<number>"
+    try:
+        parse_entities(row.entities)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def split_image_id(image_id: str) -> tuple[int, int]:

@@ -142,7 +142,7 @@ def build_runs(
     prompts_digest = hashlib.sha256(prompts_file.read_bytes()).hexdigest()
     allowed = list(GENERATORS if opts.generators is None else opts.generators)
     runs: list[ImportedRun] = []
-    problems: list[ImportProblem] = []
+    problems = [ImportProblem(f, n, m) for f, n, m in prompts.attrs.get("bad_rows", [])]
     if not any(list_annotation_files(annotations, task) for task in opts.tasks):
         found = len(list_annotation_files(annotations))
         raise CountboardError(
