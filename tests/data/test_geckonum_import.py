@@ -177,7 +177,7 @@ def test_empty_or_broken_zip_is_one_clear_error(geckonum_dir, tmp_path, capsys):
 
 
 _CHILD = """
-import sys, time
+import argparse, sys, time
 from countboard.data import geckonum_import as gi
 class Slow:
     def __init__(self, tracker): self.t = tracker
@@ -188,25 +188,35 @@ class Slow:
     def hang(self, *a, **k):
         print("logging", flush=True)
         time.sleep(600)
-runs, _ = gi.build_runs(sys.argv[1], sys.argv[2], gi.ImportOptions(tasks=(1,), n_boot=10, n_perm=10))
-gi.log_runs(runs, Slow(gi.tracker_for_store(sys.argv[3])), "countboard")
+real = gi.tracker_for_store
+gi.tracker_for_store = lambda store: Slow(real(store))
+parser = argparse.ArgumentParser()
+gi.register(parser.add_subparsers())
+args = parser.parse_args(["import-geckonum", *sys.argv[1:]])
+sys.exit(args.func(args))
 """
+
+
+def _start_hanging_import(argv: list[str]):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv], stdout=subprocess.PIPE, text=True, env=env)
+    assert child.stdout.readline().strip() == "logging"  # the run exists, RUNNING, its owner alive
+    return child
 
 
 def test_killed_import_leaves_no_running_run(geckonum_dir, tmp_path, capsys):
     import os
     import signal
-    import subprocess
-    import sys
 
     folder, store = _small_folder(geckonum_dir, tmp_path), tmp_path / "store"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(folder), str(geckonum_dir), str(store)],
-                             stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    argv = [str(folder), "--prompts", str(geckonum_dir / "prompts.csv"), "--store", str(store), "--task", "1",
+            "--n-boot", "10", "--n-perm", "10"]  # fmt: skip
+    child = _start_hanging_import(argv)
     try:
-        assert child.stdout.readline().strip() == "logging"  # the run exists, RUNNING, its owner alive
-        argv = [str(folder), "--prompts", str(geckonum_dir / "prompts.csv"), "--store", str(store), "--task", "1",
-                "--n-boot", "10", "--n-perm", "10"]  # fmt: skip
         assert _run(argv) == 0
         out = capsys.readouterr()
         assert "another import is logging it now" in out.err and "logged 0 run(s)" in out.out
@@ -221,16 +231,17 @@ def test_killed_import_leaves_no_running_run(geckonum_dir, tmp_path, capsys):
     assert _run(argv) == 0 and "skipped 1 already imported" in capsys.readouterr().out
 
 
-def test_bad_prompt_rows_are_reported_and_the_rest_imported(geckonum_dir, tmp_path):
-    folder = _small_folder(geckonum_dir, tmp_path)
-    lines = (geckonum_dir / "prompts.csv").read_text().splitlines()
-    header = lines[0].split(",")
-    col = {name: i for i, name in enumerate(header)}
-    assert lines[1001].split(",")[col["has_numeral"]] in ("0", "1")
-    parts = lines[1001].split(",")
-    parts[col["has_numeral"]] = "maybe"
-    lines[1001] = ",".join(parts)  # line 1002
-    (tmp_path / "prompts.csv").write_text("\n".join(lines) + "\n")
-    runs, problems = build_runs(folder, tmp_path / "prompts.csv", ImportOptions(tasks=(1,), n_boot=10, n_perm=10))
-    assert [str(p) for p in problems] == ["prompts.csv:1002: has_numeral 'maybe' is not 0 or 1"]
-    assert len(runs) == 1 and runs[0].metrics["numeracy_n_annotations"] == 200
+def test_terminated_import_ends_its_run_failed(geckonum_dir, tmp_path, capsys):
+    import signal
+
+    folder, store = _small_folder(geckonum_dir, tmp_path), tmp_path / "store"
+    argv = [str(folder), "--prompts", str(geckonum_dir / "prompts.csv"), "--store", str(store), "--task", "1",
+            "--n-boot", "10", "--n-perm", "10"]  # fmt: skip
+    child = _start_hanging_import(argv)
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(timeout=60) == 128 + signal.SIGTERM
+    assert _runs(store)["status"].tolist() == ["FAILED"]
+    assert _run(argv) == 0
+    out = capsys.readouterr()
+    assert "ended" not in out.err and "logged 1 run(s)" in out.out
+    assert sorted(_runs(store)["status"]) == ["FAILED", "FINISHED"]
