@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 
 import numpy as np
@@ -17,6 +18,8 @@ from countboard.metrics.numeracy import (
     mode_labels,
     number_columns,
     number_confusion,
+    permutation_chi2_test,
+    round_answers,
 )
 
 
@@ -26,7 +29,7 @@ def _loop_mode(answers: list[float], target: float, ties: str) -> tuple[float, i
     modes = sorted(v for v, c in counts.items() if c == best)
     if ties == "any" and target in modes:
         return target, len(modes), True
-    label = modes[0]
+    label = statistics.mode(answers) if ties == "first" else modes[0]
     correct = label == target and (ties != "none" or len(modes) == 1)
     return label, len(modes), correct
 
@@ -48,11 +51,28 @@ def test_mode_labels_hand_cases():
     assert anyr.loc["b", "label"] == 4.0
     none = mode_labels(df, ["unit"], "value", "target", ties="none").set_index("unit")
     assert none["correct"].tolist() == [True, False, False]
+    # "first": the tied answer given first wins (b: 3 before 4; c: 5 before 6), in row order or by ``order``.
+    first = mode_labels(df, ["unit"], "value", "target").set_index("unit")
+    assert first["label"].tolist() == [2.0, 3.0, 5.0] and first["correct"].tolist() == [True, False, False]
+    df["when"] = [0, 1, 2, 3, 4, 9, 8, 1, 2, 7, 6, 0]
+    by_time = mode_labels(df, ["unit"], "value", "target", order="when").set_index("unit")
+    assert by_time["label"].tolist() == [2.0, 4.0, 6.0] and by_time["correct"].tolist() == [True, True, True]
     with pytest.raises(ValueError, match="ties must be one of"):
-        mode_labels(df, ["unit"], "value", "target", ties="first")
+        mode_labels(df, ["unit"], "value", "target", ties="random")
 
 
-@pytest.mark.parametrize("ties", ["lowest", "any", "none"])
+def test_round_answers_rounds_ranges_up():
+    # Appendix B.2: counts 2, 2, 0, 1.5, 1.5 and 1.5, 1.5, 1, 2, 1 both give the label 2 once rounded up.
+    for answers in ([2, 2, 0, 1.5, 1.5], [1.5, 1.5, 1, 2, 1]):
+        df = pd.DataFrame({"u": 0, "v": round_answers(answers), "t": 2})
+        assert mode_labels(df, ["u"], "v", "t")["label"].item() == 2.0
+    assert round_answers([2.5, 3.0, 2.25, 0.5]).tolist() == [3.0, 3.0, 3.0, 1.0]
+    assert round_answers([2.5], "midpoint").tolist() == [2.5]
+    with pytest.raises(ValueError, match="ranges must be one of"):
+        round_answers([1.0], "down")
+
+
+@pytest.mark.parametrize("ties", ["first", "lowest", "any", "none"])
 def test_mode_labels_matches_loop(ties):
     rng = np.random.default_rng(3)
     n_units = 300
@@ -141,7 +161,8 @@ def test_chi2_matches_scipy_on_random_tables(correction):
 def test_number_confusion_hand_and_loop():
     m = number_confusion([1, 1, 2, 2, 3], [1, 2.5, 2, 14, 0])
     assert m.columns.tolist() == [*number_columns(10), "n"]
-    assert m.loc[1, "1"] == 0.5 and m.loc[1, "range"] == 0.5
+    assert "range" not in m.columns and number_columns(2) == ["0", "1", "2", "2+"]
+    assert m.loc[1, "1"] == 0.5 and m.loc[1, "3"] == 0.5  # the range 2.5 is rounded up into bin 3
     assert m.loc[2, "2"] == 0.5 and m.loc[2, "10+"] == 0.5
     assert m.loc[3, "0"] == 1.0
     assert m.loc[4].drop("n").sum() == 0 and m.loc[4, "n"] == 0
@@ -154,10 +175,33 @@ def test_number_confusion_hand_and_loop():
         sel = y[t == row]
         expect = {c: 0 for c in number_columns(10)}
         for v in sel:
-            key = "10+" if v > 10 else ("range" if v != int(v) else str(int(v)))
-            expect[key] += 1
+            v = math.ceil(v)
+            expect["10+" if v > 10 else str(v)] += 1
         for c, k in expect.items():
             assert m.loc[row, c] == pytest.approx(k / sel.size)
+        assert m.loc[row].drop("n").sum() == pytest.approx(1.0)
+
+
+def test_permutation_control_against_direct_shuffles():
+    rng = np.random.default_rng(8)
+    a = rng.random(300) < 0.6
+    b = rng.random(200) < 0.45
+    res = permutation_chi2_test(a, b, n_perm=2000, seed=1)
+    assert res["chi2"] == pytest.approx(chi2_accuracy_test(a, b)["chi2"])
+    # Direct implementation: shuffle the pooled outcomes, split at the original sizes.
+    pooled = np.concatenate([a, b])
+    shuffled = []
+    for _ in range(2000):
+        rng.shuffle(pooled)
+        shuffled.append(chi2_accuracy_test(pooled[: a.size], pooled[a.size :])["chi2"])
+    direct_p = (np.sum(np.array(shuffled) >= res["chi2"]) + 1) / 2001
+    assert res["perm_p_value"] == pytest.approx(direct_p, abs=0.01)
+    assert res["perm_p_value"] == pytest.approx(chi2_accuracy_test(a, b)["p_value"], abs=0.01)
+    # Under permuted labels the difference is not significant in most splits.
+    controls = [permutation_chi2_test(a, b, n_perm=1, seed=s)["control_p_value"] for s in range(200)]
+    assert 0.9 <= np.mean(np.array(controls) > 0.05) <= 0.99
+    same = permutation_chi2_test(np.ones(5, bool), np.ones(5, bool), n_perm=10)
+    assert same["chi2"] == 0.0 and same["perm_p_value"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -168,10 +212,13 @@ def test_number_confusion_hand_and_loop():
         "countboard.numeracy.answers",
         "countboard.numeracy.scoring",
         "countboard.numeracy.summary",
+        "countboard.numeracy.comparisons",
+        "countboard.numeracy.datasets.templates",
         "countboard.numeracy.datasets.prompts",
         "countboard.models.base",
         "countboard.numeracy.models.procedural",
         "countboard.numeracy.tasks.geckonum",
+        "countboard.numeracy.tasks.geckonum_bcc",
     ],
 )
 def test_docstring_examples(module):

@@ -150,7 +150,7 @@ def test_summary_with_labels_from_the_annotation_store(prompt_set, ctx, tmp_path
     units = task.units(gen, prompt_set, ctx)
     records = pd.DataFrame(task.run_units(gen, prompt_set, units, ctx))
     simulated = task.summarize(records, gen, prompt_set, ctx)
-    assert simulated.tags == {"evaluator": "oracle"}
+    assert simulated.tags == {"evaluator": "oracle", "autoeval_unit": "question"}
     assert {"autoeval_cc_rate", "autoeval_bcc_rate", "autoeval_true_rate"} <= set(simulated.metrics)
     sample = simulated.tables["annotation_sample"]
     assert len(sample) == 20 and Path(simulated.files["annotation_images.zip"]).is_file()
@@ -168,7 +168,9 @@ def test_summary_with_labels_from_the_annotation_store(prompt_set, ctx, tmp_path
     labelled = records.sort_values("unit_id").reset_index(drop=True)[np.isfinite(human)]
     np.testing.assert_array_equal(human[np.isfinite(human)], labelled["true_success"].to_numpy())
     result = imported.summarize(records, gen, prompt_set, ctx)
-    assert result.metrics["autoeval_n_labelled"] == 20
+    assert result.metrics["autoeval_n_labelled_images"] == 20
+    n_questions = labelled["targets"].map(lambda t: len(json.loads(t))).sum()
+    assert result.metrics["autoeval_n_labelled"] == n_questions > 20
     assert result.metrics["autoeval_evaluator_fpr"] == 0.0
 
 
@@ -199,9 +201,10 @@ def test_offline_sweep_logs_cc_and_bcc_per_generator(tmp_path):
     assert sorted(cells.index) == ["procedural_good", "procedural_poor"]
     assert set(cells["tags.evaluator"]) == {"shapecount_aware"}
     assert set(cells["tags.family"]) == {"generator_autoeval"}
-    assert (cells["metrics.autoeval_n_images"] == 250).all() and (
-        cells["metrics.autoeval_n_labelled"] == 100
-    ).all()
+    assert (cells["metrics.autoeval_n_images"] == 250).all()
+    assert (cells["metrics.autoeval_n_labelled_images"] == 100).all()
+    assert (cells["metrics.autoeval_n_units"] > 250).all()  # image-question pairs
+    assert set(cells["tags.autoeval_unit"]) == {"question"}
     for key in ("autoeval_cc_rate", "autoeval_bcc_rate", "autoeval_bcc_rate_low", "autoeval_bcc_rate_high"):
         assert cells[f"metrics.{key}"].between(0, 1).all(), key
     assert (cells["metrics.autoeval_bcc_rate_low"] <= cells["metrics.autoeval_bcc_rate_high"]).all()
@@ -222,3 +225,68 @@ def test_image_dir_reuses_generated_images(prompt_set, ctx, tmp_path):
     again = GeckoNumAutoEval(ORACLE, seeds=[0], image_dir=str(tmp_path / "images"))
     second = again.run_units(_Refuses(), prompt_set, units, ctx)
     assert second == first
+
+
+@pytest.fixture(scope="module")
+def dalle_records(geckonum_dir):
+    return _release_records(geckonum_dir, "dalle_3")
+
+
+def _release_records(geckonum_dir, generator: str) -> tuple[pd.DataFrame, PromptSet]:
+    """Image records of one generator's released images, its evaluator answering every question right.
+
+    The 8 spatial prompts whose released relation question is worded differently are left out, so that every
+    question has its human answer (and BCC has nothing to fit).
+    """
+    from countboard.numeracy.datasets.prompts import GeckoNumPromptSet
+    from countboard.numeracy.release import read_annotations
+
+    prompts = GeckoNumPromptSet(str(geckonum_dir))
+    ann = read_annotations(geckonum_dir, 1)
+    images = sorted(set(ann.loc[ann["model"] == generator, "image_id"].astype(str)))
+    rows = []
+    for u in images:
+        pid, seed = (int(x) for x in u.split("_")[1:])
+        spec = prompts.by_id[pid]
+        qs = spec.count_questions()
+        if "cinnamon stick" in spec.prompt and spec.prompt_type == "attribute-spatial":
+            continue
+        rows.append({"unit_id": u, "prompt_id": pid, "seed": seed, "prompt_type": spec.prompt_type,
+                     "questions": json.dumps([q.question for q in qs]), "targets": json.dumps([q.target for q in qs]),
+                     "evaluator_counts": json.dumps([float(q.target) for q in qs]), "cc_success": 1})  # fmt: skip
+    return pd.DataFrame(rows), prompts
+
+
+@pytest.mark.parametrize("unit", ["question", "image"])
+def test_human_data_scored_per_question_as_the_paper(geckonum_dir, dalle_records, ctx, unit):
+    """DALL-E 3's released labels: per question the rate is Table 2's 45.2%; per image it is 38.4%."""
+    records, prompts = dalle_records
+    task = GeckoNumAutoEval(ORACLE, seeds=list(range(5)), n_human=10**6, human_labels=str(geckonum_dir),
+                            human_generator="dalle_3", n_annotate=0, bcc_draws=50, unit=unit)  # fmt: skip
+    result = task.summarize(records, None, prompts, ctx)
+    rate = result.metrics["autoeval_human_rate"] * 100
+    if unit == "question":
+        assert rate == pytest.approx(45.2, abs=0.35)  # Table 2, Task 1
+        assert result.metrics["autoeval_n_units"] > 11000 and result.tags["autoeval_unit"] == "question"
+    else:
+        assert rate == pytest.approx(38.7, abs=0.1)  # 38.4 with the 40 images left out here
+        assert result.metrics["autoeval_n_units"] == result.metrics["autoeval_n_images"] == 6260
+    assert result.metrics["autoeval_n_labelled_images"] == 6260
+    assert result.metrics["autoeval_n_labelled"] == result.metrics["autoeval_n_units"]  # nothing left to fit
+    with pytest.raises(ConfigError, match="task.unit must be one of"):
+        GeckoNumAutoEval(ORACLE, unit="prompt")
+
+
+def test_count_questions_reproduce_the_released_questions(geckonum_dir):
+    from countboard.numeracy.datasets.prompts import GeckoNumPromptSet
+    from countboard.numeracy.release import read_annotations
+
+    ann = read_annotations(geckonum_dir, 1)
+    ann = ann[ann["model"] == "dalle_3"].drop_duplicates(["image_id", "question"])
+    ann = ann.assign(pid=ann["image_id"].astype(str).str.split("_").str[1].astype(int),
+                     qid=ann["question_id"].astype(int)).sort_values(["pid", "qid"])  # fmt: skip
+    released = ann.groupby("pid")["question"].agg(lambda x: list(dict.fromkeys(x.astype(str))))
+    specs = GeckoNumPromptSet(str(geckonum_dir)).by_id
+    same = [specs[pid].questions() == qs for pid, qs in released.items()]
+    # All but 8 spatial prompts with "cinnamon stick", whose released relation question reads "... of sticks?".
+    assert len(same) - sum(same) == 8 and len(same) > 1200

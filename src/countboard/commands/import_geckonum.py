@@ -6,11 +6,13 @@ Example:
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
 
 from countboard.errors import DataNotFoundError
+from countboard.metrics.numeracy import RANGE_RULES, TIE_RULES
 from countboard.numeracy.importer import ImportOptions, import_geckonum, tracker_for_store
 from countboard.numeracy.release import GENERATORS
 
@@ -27,6 +29,10 @@ def _default_prompts(annotations: Path) -> Path:
     )
 
 
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run_command(args) -> int:
     annotations = Path(args.path)
     prompts = Path(args.prompts) if args.prompts else _default_prompts(annotations)
@@ -34,11 +40,19 @@ def run_command(args) -> int:
     if args.allow_generator:
         generators = [*GENERATORS, *args.allow_generator]
     opts = ImportOptions(tasks=tuple(args.task or (1, 2, 3)), generators=generators, ties=args.ties,
-                         n_boot=args.n_boot, seed=args.seed)  # fmt: skip
+                         ranges=args.ranges, n_boot=args.n_boot, n_perm=args.n_perm, seed=args.seed)  # fmt: skip
     start = time.perf_counter()
-    report = import_geckonum(
-        annotations, prompts, tracker_for_store(args.store), args.experiment, opts, args.force
-    )
+    previous = signal.signal(signal.SIGTERM, _terminate)  # the run being logged then ends FAILED, not RUNNING
+    try:
+        report = import_geckonum(
+            annotations, prompts, lambda: tracker_for_store(args.store), args.experiment, opts, args.force
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if report.ended:
+        print(f"ended {len(report.ended)} run(s) left RUNNING by a killed import", file=sys.stderr)
+    for generator, task in report.busy:
+        print(f"skipped {generator} {task}: another import is logging it now", file=sys.stderr)
     for problem in report.problems[: args.show_problems]:
         print(f"skipped {problem}", file=sys.stderr)
     if len(report.problems) > args.show_problems:
@@ -66,9 +80,14 @@ def register(subparsers) -> None:
     p.add_argument("--task", type=int, action="append", choices=(1, 2, 3), help="only this task (repeatable)")
     p.add_argument("--allow-generator", action="append", metavar="NAME",
                    help="accept a generator name besides the seven of the study (repeatable)")  # fmt: skip
-    p.add_argument("--ties", choices=("any", "lowest", "none"), default="any",
-                   help="how a tied mode is scored (see docs/geckonum.md; default: any)")  # fmt: skip
+    p.add_argument("--ties", choices=TIE_RULES, default="first",
+                   help="how a tied mode is resolved (see docs/geckonum.md; default: first, the answer given "
+                        "first)")  # fmt: skip
+    p.add_argument("--ranges", choices=RANGE_RULES, default="up",
+                   help="range answers ('2-3' -> 2.5): rounded up as in the paper (default) or kept as midpoints")
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples for the 95%% interval")
+    p.add_argument("--n-perm", type=int, default=1000,
+                   help="label permutations of each controlled comparison's control test (Task 1)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--force", action="store_true", help="log again even if an identical import exists")
     p.add_argument("--show-problems", type=int, default=20, help="skipped rows to print (default: 20)")

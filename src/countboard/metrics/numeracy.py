@@ -2,11 +2,14 @@
 
 Pure functions over arrays and data frames:
 
+* ``round_answers``: fractional answers (range midpoints, "1.5") put on the integer scale, rounded up as the
+  paper does (appendix C.2);
 * ``mode_labels``: the label of each unit (image-question pair, image) as the mode of its annotators' answers,
   with an explicit rule for ties;
 * ``accuracy_se``: mean and standard error of the mean (``s / sqrt(n)``, ``s`` with ``ddof=1``);
 * ``bootstrap_ci``: percentile bootstrap interval of the mean;
 * ``chi2_accuracy_test``: chi-squared test of equal accuracy in two groups (2x2 contingency table);
+* ``permutation_chi2_test``: the same statistic with group labels permuted (the paper's control condition);
 * ``number_confusion``: row-normalised confusion of prompt numbers against answered counts.
 """
 
@@ -18,17 +21,49 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-#: Tie rules of ``mode_labels``.
-TIE_RULES = ("lowest", "any", "none")
+#: Tie rules of ``mode_labels``; the first is the default.
+TIE_RULES = ("first", "lowest", "any", "none")
+#: Rules of ``round_answers``; the first is the default.
+RANGE_RULES = ("up", "midpoint")
+
+
+def round_answers(values: np.ndarray | Sequence[float], rule: str = "up") -> np.ndarray:
+    """Fractional answers on the integer count scale.
+
+    * ``"up"``: a fractional value (a range's midpoint, or a typed "1.5") is rounded up, ``ceil`` — the paper's
+      "converted into an integer by rounding up the average of the two values" (appendix C.2), and its example of
+      counts 2, 2, 0, 1.5, 1.5 labelled 2 (appendix B.2);
+    * ``"midpoint"``: values are kept, so a winning range gives a fractional label that matches no prompt number.
+
+    Example:
+        >>> round_answers([1.5, 2.0, 2.25, 11.0]).tolist(), round_answers([1.5], "midpoint").tolist()
+        ([2.0, 2.0, 3.0, 11.0], [1.5])
+    """
+    if rule not in RANGE_RULES:
+        raise ValueError(f"ranges must be one of {RANGE_RULES}, got {rule!r}")
+    x = np.asarray(values, dtype=np.float64)
+    return np.ceil(x) if rule == "up" else x.copy()
+
+
+def _first_given(top: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """One row per unit among its tied modes: the one whose first answer came first (``_first``)."""
+    return top.sort_values(keys + ["_first", value], kind="stable").drop_duplicates(keys)
 
 
 def mode_labels(
-    frame: pd.DataFrame, keys: Sequence[str], value: str, target: str | None = None, ties: str = "lowest"
+    frame: pd.DataFrame,
+    keys: Sequence[str],
+    value: str,
+    target: str | None = None,
+    ties: str = "first",
+    order: str | None = None,
 ) -> pd.DataFrame:
     """Mode of ``value`` per group of ``keys``, and whether it equals ``target``.
 
     Ties (several answers given equally often) are resolved by ``ties``:
 
+    * ``"first"``: the tied answer given first is the label (the order of ``order``, else the row order) — the
+      convention of Python's ``statistics.mode``, one label per unit;
     * ``"lowest"``: the smallest tied answer is the label (``scipy.stats.mode``'s convention);
     * ``"any"``: the unit is correct when the target is one of the tied answers (the label is the target then,
       else the smallest tied answer);
@@ -39,7 +74,8 @@ def mode_labels(
         keys: Columns identifying a unit.
         value: Numeric answer column (NaN rows are ignored).
         target: Column with the unit's expected answer (constant within a unit); ``None`` to skip ``correct``.
-        ties: ``"lowest"``, ``"any"`` or ``"none"``.
+        ties: ``"first"``, ``"lowest"``, ``"any"`` or ``"none"``.
+        order: Column giving the order the answers were given in (e.g. the line in the file), for ``"first"``.
 
     Returns:
         One row per unit: ``keys``, ``label``, ``n_answers``, ``n_modes`` (>1 means a tie), and with ``target``
@@ -48,22 +84,28 @@ def mode_labels(
     Example:
         >>> df = pd.DataFrame({"u": [1, 1, 1, 1, 2, 2], "v": [3, 3, 2, 2, 1, 1], "t": [2, 2, 2, 2, 1, 1]})
         >>> mode_labels(df, ["u"], "v", "t")[["u", "label", "n_modes", "correct"]].values.tolist()
-        [[1, 2.0, 2, True], [2, 1.0, 1, True]]
-        >>> mode_labels(df, ["u"], "v", "t", ties="none")["correct"].tolist()
-        [False, True]
+        [[1, 3.0, 2, False], [2, 1.0, 1, True]]
+        >>> mode_labels(df, ["u"], "v", "t", ties="lowest")["correct"].tolist()
+        [True, True]
     """
     if ties not in TIE_RULES:
         raise ValueError(f"ties must be one of {TIE_RULES}, got {ties!r}")
     keys = list(keys)
-    cols = keys + [value] + ([target] if target else [])
-    data = frame[cols].dropna(subset=[value])
-    counts = data.groupby(keys + [value], observed=True, sort=True).size().rename("_n").reset_index()
+    cols = list(dict.fromkeys(keys + [value] + ([target] if target else []) + ([order] if order else [])))
+    data = frame[cols].dropna(subset=[value]).copy()
+    data["_pos"] = data[order].to_numpy() if order else np.arange(len(data))
+    grouped_answers = data.groupby(keys + [value], observed=True, sort=True)
+    counts = grouped_answers.size().rename("_n").to_frame()
+    counts["_first"] = grouped_answers["_pos"].min()
+    counts = counts.reset_index()
     counts["_max"] = counts.groupby(keys, observed=True, sort=False)["_n"].transform("max")
     counts["_total"] = counts.groupby(keys, observed=True, sort=False)["_n"].transform("sum")
     top = counts[counts["_n"] == counts["_max"]]
     grouped = top.groupby(keys, observed=True, sort=True)
     out = grouped[value].agg(["min", "size"]).rename(columns={"min": "label", "size": "n_modes"})
     out["n_answers"] = grouped["_total"].first()
+    if ties == "first":
+        out["label"] = _first_given(top, keys, value).set_index(keys)[value].reindex(out.index)
     out["label"] = out["label"].astype(float)
     if target:
         tgt = data.groupby(keys, observed=True, sort=True)[target].first()
@@ -164,9 +206,60 @@ def chi2_accuracy_test(
     return {"chi2": chi2, "p_value": p, "acc_a": acc_a, "acc_b": acc_b, "n": float(a.size + b.size)}
 
 
+def permutation_chi2_test(
+    correct_a: np.ndarray, correct_b: np.ndarray, n_perm: int = 1000, seed: int = 0
+) -> dict[str, float]:
+    """Permutation control of ``chi2_accuracy_test``: the group labels are shuffled ``n_perm`` times.
+
+    Appendix B of the paper: "as a control condition [...] we also conducted permutation tests where we randomly
+    permuted labels between the two groups under comparison", and found no significant difference in those
+    conditions. For each permutation the outcomes are re-split into groups of the original sizes and the
+    chi-squared statistic recomputed.
+
+    Returns:
+        ``chi2`` (observed), ``perm_p_value`` (share of permutations with a statistic at least as large, with the
+        ``(k + 1) / (n_perm + 1)`` correction), ``control_chi2`` and ``control_p_value`` (the test on one
+        permuted split: what the paper reports as the control condition).
+
+    Example:
+        >>> r = permutation_chi2_test(np.array([1] * 60 + [0] * 40), np.array([1] * 40 + [0] * 60), n_perm=200)
+        >>> r["perm_p_value"] < 0.05
+        True
+    """
+    a = np.asarray(correct_a, dtype=bool)
+    b = np.asarray(correct_b, dtype=bool)
+    observed = chi2_accuracy_test(a, b)["chi2"]
+    pooled = np.concatenate([a, b])
+    n, na, k = pooled.size, a.size, int(pooled.sum())
+    rng = np.random.default_rng(seed)
+    # The successes in group A of a random split are hypergeometric; the statistic depends on that count only.
+    hits_a = rng.hypergeometric(k, n - k, na, size=n_perm + 1) if n and na else np.zeros(n_perm + 1, int)
+    stats = _chi2_from_counts(hits_a, na, k - hits_a, n - na)
+    perm_p = float((np.sum(stats[1:] >= observed - 1e-12) + 1) / (n_perm + 1))
+    control = float(stats[0])
+    return {
+        "chi2": observed,
+        "perm_p_value": perm_p,
+        "control_chi2": control,
+        "control_p_value": math.erfc(math.sqrt(control / 2)),
+    }
+
+
+def _chi2_from_counts(right_a: np.ndarray, n_a: int, right_b: np.ndarray, n_b: int) -> np.ndarray:
+    """Pearson chi-squared of 2x2 right/wrong tables, vectorised over the right counts (0 for an empty margin)."""
+    table = np.stack([np.stack([right_a, n_a - right_a], -1), np.stack([right_b, n_b - right_b], -1)], -2)
+    table = np.asarray(table, dtype=np.float64)
+    rows, cols = table.sum(axis=-1, keepdims=True), table.sum(axis=-2, keepdims=True)
+    expected = rows * cols / table.sum(axis=(-2, -1), keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        terms = np.where(expected > 0, (table - expected) ** 2 / np.where(expected > 0, expected, 1), 0.0)
+    empty = (rows == 0).any(axis=(-2, -1)) | (cols == 0).any(axis=(-2, -1))
+    return np.where(empty, 0.0, terms.sum(axis=(-2, -1)))
+
+
 def number_columns(max_number: int = 10) -> list[str]:
-    """Column names of ``number_confusion``: ``0`` … ``max_number``, ``10+`` and ``range`` (non-integer labels)."""
-    return [str(i) for i in range(max_number + 1)] + [f"{max_number}+", "range"]
+    """Column names of ``number_confusion``: ``0`` … ``max_number`` and ``10+`` (more than ``max_number``)."""
+    return [str(i) for i in range(max_number + 1)] + [f"{max_number}+"]
 
 
 def number_confusion(
@@ -174,19 +267,20 @@ def number_confusion(
 ) -> pd.DataFrame:
     """Row-normalised confusion matrix of prompt numbers (rows 1…``max_number``) against answered counts.
 
-    Columns are the answered counts 0…``max_number``, ``"10+"`` (more than ``max_number``) and ``"range"`` (a
-    non-integer label, i.e. a range like "2-3" won the vote), so each row with data sums to 1. Rows without data
+    Columns are the answered counts 0…``max_number`` and ``"10+"`` (more than ``max_number``), as in the paper's
+    Figure A2. A fractional label (a range that won the vote under ``ranges="midpoint"``) is rounded up into its
+    integer bin, as the paper rounds ranges (appendix C.2), so each row with data sums to 1. Rows without data
     are all zero; ``n`` holds the number of units per row.
 
     Example:
-        >>> m = number_confusion([1, 1, 2, 2], [1, 2, 2, 11], max_number=2)
+        >>> m = number_confusion([1, 1, 2, 2], [1, 1.5, 2, 11], max_number=2)
         >>> m.loc[1, ["1", "2"]].tolist(), m.loc[2, ["2", "2+"]].tolist(), m["n"].tolist()
         ([0.5, 0.5], [0.5, 0.5], [2, 2])
     """
     t = np.asarray(targets, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.float64)
+    y = np.ceil(np.asarray(labels, dtype=np.float64))
     cols = number_columns(max_number)
-    col = np.where(y > max_number, max_number + 1, np.where(y == np.round(y), y, max_number + 2))
+    col = np.where(y > max_number, max_number + 1, y)
     keep = (t >= 1) & (t <= max_number) & (t == np.round(t)) & ~np.isnan(y)
     counts = np.zeros((max_number, len(cols)))
     np.add.at(counts, (t[keep].astype(int) - 1, col[keep].astype(int)), 1.0)

@@ -14,7 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import socket
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from countboard.errors import CountboardError
 from countboard.numeracy.release import (
     GENERATORS,
     annotation_digests,
@@ -38,7 +42,13 @@ log = logging.getLogger("countboard")
 DATASET = "geckonum"
 FAMILY = "generators"
 #: Bump when scoring changes, so that a re-import logs new runs instead of skipping.
-SCORING_VERSION = "1"
+SCORING_VERSION = "2"
+#: Tags naming the process that logs an imported run, so that a later import can tell a killed one.
+HOST_TAG, PID_TAG = "import_host", "import_pid"
+#: MLflow run statuses (as ``countboard.tracking`` spells them; not imported here, to keep mlflow out of imports).
+FINISHED, RUNNING, KILLED = "FINISHED", "RUNNING", "KILLED"
+#: Age after which a RUNNING imported run of another host (or without owner tags) counts as abandoned.
+STALE_AFTER_S = 600
 
 
 def task_name(task: int) -> str:
@@ -52,8 +62,10 @@ class ImportOptions:
 
     tasks: Sequence[int] = (1, 2, 3)
     generators: Sequence[str] | None = None
-    ties: str = "any"
+    ties: str = "first"
+    ranges: str = "up"
     n_boot: int = 2000
+    n_perm: int = 1000
     seed: int = 0
 
 
@@ -78,6 +90,10 @@ class ImportReport:
     logged: list[tuple[str, str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     problems: list[ImportProblem] = field(default_factory=list)
+    #: Runs left RUNNING by a killed import, now ended (KILLED).
+    ended: list[str] = field(default_factory=list)
+    #: (generator, task) being logged by another live import, skipped.
+    busy: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _generator_of_file(name: str) -> str:
@@ -92,7 +108,9 @@ def _config_hash(digest: str, prompts_digest: str, generator: str, task: int, op
             "generator": generator,
             "task": task,
             "ties": opts.ties,
+            "ranges": opts.ranges,
             "n_boot": opts.n_boot,
+            "n_perm": opts.n_perm,
             "seed": opts.seed,
             "scoring": SCORING_VERSION,
         },
@@ -120,16 +138,25 @@ def build_runs(
     prompts_digest = hashlib.sha256(prompts_file.read_bytes()).hexdigest()
     allowed = list(GENERATORS if opts.generators is None else opts.generators)
     runs: list[ImportedRun] = []
-    problems: list[ImportProblem] = []
+    problems = [ImportProblem(f, n, m) for f, n, m in prompts.attrs.get("bad_rows", [])]
+    if not any(list_annotation_files(annotations, task) for task in opts.tasks):
+        found = len(list_annotation_files(annotations))
+        raise CountboardError(
+            f"{annotations}: no task_<n>_<generator>.csv for task(s) {', '.join(map(str, opts.tasks))} "
+            f"({found} annotation file(s) of other tasks there); pass the release's geckonum_annotations.zip "
+            "or a folder holding its CSVs"
+        )
     for task in opts.tasks:
         if not list_annotation_files(annotations, task):
             continue
         digests = annotation_digests(annotations, task)
-        scored = score_annotations(read_annotations(annotations, task), prompts, task, allowed, opts.ties)
+        scored = score_annotations(
+            read_annotations(annotations, task), prompts, task, allowed, opts.ties, opts.ranges
+        )
         problems += scored.problems
         per_file = Counter(_generator_of_file(p.file) for p in scored.problems)
         for generator, units in scored.units.groupby("model", sort=True):
-            summary = summarize_units(units, task, n_boot=opts.n_boot, seed=opts.seed)
+            summary = summarize_units(units, task, n_boot=opts.n_boot, seed=opts.seed, n_perm=opts.n_perm)
             files = sorted(f for f in digests if _generator_of_file(f) == generator)
             digest = ";".join(f"{f}={digests[f]}" for f in files)
             metrics = dict(summary.metrics)
@@ -148,7 +175,9 @@ def build_runs(
                 "files": ",".join(files),
                 "prompts": str(prompts_file.resolve()),
                 "ties": opts.ties,
+                "ranges": opts.ranges,
                 "n_boot": opts.n_boot,
+                "n_perm": opts.n_perm,
                 "seed": opts.seed,
                 "scoring_version": SCORING_VERSION,
             }
@@ -179,14 +208,57 @@ def _write_artifacts(run: ImportedRun, root: Path) -> None:
     (root / "problems.json").write_text(json.dumps(problems, indent=1))
 
 
+def _owner_alive(run, now_ms: float) -> bool:
+    """Whether the import that created a RUNNING run may still be logging it.
+
+    On this host the owner's pid is checked; elsewhere (or for runs without owner tags) a run is given
+    ``STALE_AFTER_S`` seconds, far more than logging one run takes.
+    """
+    host, pid = run.tags.get(HOST_TAG), run.tags.get(PID_TAG, "")
+    if host == socket.gethostname() and pid.isdigit():
+        if int(pid) == os.getpid():
+            return False  # this process logs runs one at a time: an earlier one of its own is not in progress
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return now_ms - float(run.start_time or 0) < STALE_AFTER_S * 1000
+
+
+def _settle_twins(tracker, twins, report: ImportReport) -> bool:
+    """End RUNNING twins left by a killed import (status KILLED); True when a live import still owns one."""
+    busy = False
+    now_ms = time.time() * 1000
+    for twin in twins:
+        if twin.status != RUNNING:
+            continue
+        if _owner_alive(twin, now_ms):
+            busy = True
+        else:
+            tracker.set_status(twin.run_id, KILLED)
+            report.ended.append(twin.run_id)
+    return busy
+
+
 def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool = False) -> ImportReport:
-    """Log each run with ``tracker.log_complete_run``; runs with a finished twin (same ``config_hash``) are skipped."""
+    """Log each run with ``tracker.log_complete_run``; runs with a finished twin (same ``config_hash``) are skipped.
+
+    A twin left RUNNING by an import that was killed is ended (KILLED) and the run logged again; a twin that
+    another live import is logging is left alone and the run skipped (``report.busy``).
+    """
     report = ImportReport()
     experiment_id = tracker.experiment_id(experiment)
+    owner = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     for run in runs:
         twins = tracker.find_runs(experiment_id, {"config_hash": run.tags["config_hash"]})
-        if not force and any(r.status == "FINISHED" for r in twins):
+        if not force and any(r.status == FINISHED for r in twins):
             report.skipped.append((run.generator, run.tags["task"]))
+            continue
+        if _settle_twins(tracker, twins, report) and not force:
+            report.busy.append((run.generator, run.tags["task"]))
             continue
         name = f"model={run.generator},dataset={DATASET},task={run.tags['task']}"
         with tempfile.TemporaryDirectory() as tmp:
@@ -194,7 +266,7 @@ def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool 
             run_id = tracker.log_complete_run(
                 experiment,
                 name,
-                run.tags,
+                {**run.tags, **owner},
                 params=run.params,
                 metrics=run.metrics,
                 artifacts_dir=tmp,
@@ -229,9 +301,14 @@ def import_geckonum(
     opts: ImportOptions | None = None,
     force: bool = False,
 ) -> ImportReport:
-    """Score and log the human study (see the module docstring); returns what was logged, skipped and left out."""
-    tracker.check()
+    """Score and log the human study (see the module docstring); returns what was logged, skipped and left out.
+
+    ``tracker`` may be a ``Tracker`` or a function returning one: it is then called only once the input has been
+    read and scored, so that bad input creates no store.
+    """
     runs, problems = build_runs(annotations, prompts_path, opts)
+    tracker = tracker() if callable(tracker) else tracker
+    tracker.check()
     report = log_runs(runs, tracker, experiment, force)
     report.problems = problems
     return report

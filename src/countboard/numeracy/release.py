@@ -103,17 +103,21 @@ def list_annotation_files(path: str | Path, task: int | None = None) -> list[Ann
     if not path.exists():
         raise DataNotFoundError(path, "geckonum annotations", _HOW_TO_GET)
     zpath = _find_zip(path)
-    if zpath is not None:
-        with zipfile.ZipFile(zpath) as zf:
-            names = zf.namelist()
-    else:
-        names = [p.name for p in _csv_folder(path).glob("*.csv")]
+    names = _zip_names(zpath) if zpath is not None else [p.name for p in _csv_folder(path).glob("*.csv")]
     out = []
     for name in sorted(names):
         m = _FILE_RE.search(Path(name).name)
         if m and (task is None or int(m.group(1)) == task):
             out.append(AnnotationFile(name=name, task=int(m.group(1)), generator=m.group(2)))
     return out
+
+
+def _zip_names(zpath: Path) -> list[str]:
+    try:
+        with zipfile.ZipFile(zpath) as zf:
+            return zf.namelist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise CountboardError(f"{zpath}: not a readable zip ({exc}); download it again. {_HOW_TO_GET}") from exc
 
 
 def _read_bytes(path: Path, names: list[str]) -> list[bytes]:
@@ -125,16 +129,42 @@ def _read_bytes(path: Path, names: list[str]) -> list[bytes]:
     return [(folder / n).read_bytes() for n in names]
 
 
-def _parse_csv(data: bytes, name: str, task: int) -> pa.Table:
+def _parse_csv(data: bytes, name: str, task: int) -> tuple[pa.Table, list[int], list[tuple[int, str]]]:
+    """A task CSV as a table, the line of each row, and the rows that could not be split into fields.
+
+    A row with too few or too many fields is skipped and reported as ``(line, reason)`` instead of failing the
+    file; lines count from 1 (the header).
+    """
     columns = TASK_COLUMNS[task]
-    try:
-        table = pacsv.read_csv(
+    bad: list[tuple[int, str]] = []
+
+    def skip(row) -> str:
+        first = row.text.split("\n", 1)[0]
+        text = first if len(first) <= 60 else first[:57] + "..."
+        swallowed = row.text.count("\n")
+        if swallowed:  # an unclosed quote runs to the end of the file or the next quote
+            reason = f"unclosed quote: this row and the {swallowed} line(s) after it cannot be read ({text!r})"
+        else:
+            reason = f"expected {row.expected_columns} fields, got {row.actual_columns} ({text!r})"
+        bad.append((int(row.number) if row.number is not None else 0, reason + "; fix or remove the row"))
+        return "skip"
+
+    def read(use_threads: bool) -> pa.Table:
+        bad.clear()
+        return pacsv.read_csv(
             io.BytesIO(data),
+            read_options=pacsv.ReadOptions(use_threads=use_threads),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=skip),
             convert_options=pacsv.ConvertOptions(
                 column_types={c: pa.string() for c in columns},
                 strings_can_be_null=False,
             ),
         )
+
+    try:
+        table = read(use_threads=True)
+        if any(line == 0 for line, _ in bad):  # row numbers of bad rows are known only when read on one thread
+            table = read(use_threads=False)
     except pa.ArrowInvalid as exc:
         raise CountboardError(
             f"{name}: not a readable CSV ({exc}). Re-extract the file from the release."
@@ -145,7 +175,11 @@ def _parse_csv(data: bytes, name: str, task: int) -> pa.Table:
             f"{name}: missing column(s) {', '.join(missing)} for task {task} annotations; expected "
             f"{', '.join(columns)} (see ANNOTATIONS.md of the release)."
         )
-    return table.select(list(columns))
+    skipped = {line for line, _ in bad}
+    lines = [n for n in range(2, table.num_rows + len(bad) + 2) if n not in skipped][: table.num_rows]
+    if len(lines) < table.num_rows:  # bad rows without a known number: fall back to counting good rows only
+        lines = list(range(2, table.num_rows + 2))
+    return table.select(list(columns)), lines, bad
 
 
 def read_annotations(path: str | Path, task: int) -> pd.DataFrame:
@@ -153,7 +187,8 @@ def read_annotations(path: str | Path, task: int) -> pd.DataFrame:
 
     Values are kept as the text of the file (parsing and checks come later, so that a bad value can be reported
     with its place); repeated strings are categoricals. Two columns are added: ``file`` (CSV name) and ``line``
-    (1-based line in that file; the header is line 1).
+    (1-based line in that file; the header is line 1). Rows with the wrong number of fields are left out and
+    listed in ``df.attrs["bad_rows"]`` as ``(file, line, reason)``.
 
     Args:
         path: The zip, a folder with the CSVs (or with them under ``annotations/``), or a folder holding the zip.
@@ -176,19 +211,21 @@ def read_annotations(path: str | Path, task: int) -> pd.DataFrame:
     blobs = _read_bytes(Path(path), [f.name for f in files])
     with ThreadPoolExecutor(max_workers=2) as pool:
         tables = list(pool.map(lambda a: _parse_csv(a[0], a[1].name, task), zip(blobs, files, strict=True)))
-    frames = []
-    for f, table in zip(files, tables, strict=True):
+    frames, bad_rows = [], []
+    for f, (table, lines, bad) in zip(files, tables, strict=True):
         n = table.num_rows
         table = table.append_column(
             "file", pa.array([Path(f.name).name] * n, pa.string()).dictionary_encode()
         )
-        table = table.append_column("line", pa.array(range(2, n + 2), pa.int32()))
+        table = table.append_column("line", pa.array(lines, pa.int32()))
         frames.append(table)
+        bad_rows += [(Path(f.name).name, line, reason) for line, reason in bad]
     table = pa.concat_tables(frames, promote_options="permissive")
     df = table.to_pandas()
     for c in (*_CATEGORICAL, "file"):
         if c in df.columns and not isinstance(df[c].dtype, pd.CategoricalDtype):
             df[c] = df[c].astype("category")
+    df.attrs["bad_rows"] = bad_rows
     return df
 
 
@@ -218,6 +255,11 @@ def read_prompts(path: str | Path) -> pd.DataFrame:
         Columns ``prompt``, ``prompt_type``, ``dataset_id``, ``has_numeral`` (bool: the number is written as a
         word), ``is_frequent`` (1, 0, or -1 where not applicable), ``entities`` (list of ``(noun, value)`` text
         pairs) and ``task`` (1, 2 or 3); index ``prompt_id`` (int, the number in ``dataset_id`` and image ids).
+        Rows that cannot be read are left out and listed in ``attrs["bad_rows"]`` as ``(file, line, reason)``.
+
+    Raises:
+        DataNotFoundError: No file at ``path``.
+        CountboardError: A column is missing, or no row can be used.
     """
     path = Path(path)
     if path.is_dir():
@@ -230,22 +272,47 @@ def read_prompts(path: str | Path) -> pd.DataFrame:
     if missing:
         raise CountboardError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(need)}")
     task_of = {t: k for k, ts in PROMPT_TYPES_BY_TASK.items() for t in ts}
-    unknown = sorted(set(df["prompt_type"]) - set(task_of))
-    if unknown:
-        raise CountboardError(f"{path}: unknown prompt_type(s) {unknown}; known: {sorted(task_of)}")
+    reasons = [_prompt_row_problem(row, task_of) for row in df.itertuples(index=False)]
+    ids = df["dataset_id"].str.rsplit("_", n=1).str[-1]
+    duplicated = ids.duplicated(keep="first") & pd.Series([r is None for r in reasons])
+    reasons = [r or (f"prompt id {i} repeats an earlier row" if d else None)
+               for r, i, d in zip(reasons, ids, duplicated, strict=True)]  # fmt: skip
+    bad = pd.Series([r is not None for r in reasons], index=df.index)
+    if bad.all() and len(df):
+        raise CountboardError(f"{path}: no usable prompt row (line 2: {reasons[0]}); is it GeckoNum's prompts.csv?")
+    good = df[~bad]
     out = pd.DataFrame(
         {
-            "prompt": df["prompt"],
-            "prompt_type": df["prompt_type"],
-            "dataset_id": df["dataset_id"],
-            "has_numeral": df["has_numeral"].astype(int).astype(bool),
-            "is_frequent": df["is_frequent"].astype(int),
-            "entities": df["entities"].map(parse_entities),
-            "task": df["prompt_type"].map(task_of).astype(int),
+            "prompt": good["prompt"],
+            "prompt_type": good["prompt_type"],
+            "dataset_id": good["dataset_id"],
+            "has_numeral": good["has_numeral"].astype(int).astype(bool),
+            "is_frequent": good["is_frequent"].astype(int),
+            "entities": good["entities"].map(parse_entities),
+            "task": good["prompt_type"].map(task_of).astype(int),
         }
     )
-    out.index = pd.Index(df["dataset_id"].str.rsplit("_", n=1).str[-1].astype(int), name="prompt_id")
+    out.index = pd.Index(ids[~bad].astype(int).to_numpy(), name="prompt_id")
+    # Lines count from 1 at the header (no prompt spans two lines in the release).
+    out.attrs["bad_rows"] = [(path.name, int(i) + 2, r) for i, r in zip(df.index, reasons, strict=True) if r]
     return out
+
+
+def _prompt_row_problem(row, task_of: dict[str, int]) -> str | None:
+    """Why a ``prompts.csv`` row cannot be used, or None."""
+    if row.prompt_type not in task_of:
+        return f"unknown prompt_type {row.prompt_type!r}; known: {', '.join(sorted(task_of))}"
+    if row.has_numeral not in ("0", "1"):
+        return f"has_numeral {row.has_numeral!r} is not 0 or 1"
+    if not row.is_frequent.lstrip("-").isdigit():
+        return f"is_frequent {row.is_frequent!r} is not an integer"
+    if not row.dataset_id.rsplit("_", 1)[-1].isdigit():
+        return f"dataset_id {row.dataset_id!r} does not end in _<number>"
+    try:
+        parse_entities(row.entities)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def split_image_id(image_id: str) -> tuple[int, int]:

@@ -1,9 +1,11 @@
 """Turn GeckoNum annotation rows into scored units, as the paper describes (Section 4).
 
-* Task 1: one unit per image-question pair (one or more count questions per entity). The label is the mode of
-  the annotators' counts (``countboard.numeracy.answers``), correct when it equals the entity's number in the
-  prompt.
-* Task 2: one unit per image; the mode of the encoded answers (0-4) against ``gt_num``.
+* Task 1: one unit per image-question pair (one or more count questions per entity). Fractional answers (ranges,
+  "1.5") are rounded up (``ranges="up"``), the label is the mode of the annotators' counts with the first-given
+  answer winning a tie (``ties="first"``), correct when it equals the number the question asks for: the entity's
+  number, or the sum over the entities a bare noun names ("How many mushrooms" in "2 white mushrooms and 1 red
+  mushroom" asks for 3).
+* Task 2: one unit per image; the mode of the encoded answers (0-4) against ``gt_num``, same tie rule.
 * Task 3: one unit per image; the mean of the yes (1) / no (0) answers over its questions and annotators.
 
 Rows that cannot be used are dropped and reported as ``ImportProblem`` (file, line, what was wrong): an unknown
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from countboard.metrics.numeracy import mode_labels
+from countboard.metrics.numeracy import mode_labels, round_answers
 from countboard.numeracy.answers import parse_count_answers
 from countboard.numeracy.release import GENERATORS
 
@@ -152,23 +154,53 @@ def _asks_whole_entity(question: str, noun: str) -> bool:
     )
 
 
+def question_target(question: str, entities: list[tuple[str, str]]) -> tuple[int | None, float]:
+    """Entity index (as ``question_entity``) and the number a Task 1 question asks for.
+
+    A bare noun that several entities share ("How many mushrooms are in the image?" for "2 white mushrooms and
+    1 red mushroom") asks for all of them: the target is the sum of their numbers (3), which is how the paper's
+    Table A2 gets numbers up to 8 for 2-additive-color prompts whose entities have 1-4.
+
+    Example:
+        >>> question_target("How many mushrooms are in the image?", [("white mushroom", "2"), ("red mushroom", "1")])
+        (0, 3.0)
+    """
+    i = question_entity(question, entities)
+    if i is None:
+        return None, float("nan")
+    number = pd.to_numeric(entities[i][1], errors="coerce")
+    m = _QUESTION.match(question.strip())
+    phrase = m.group(1).strip().lower() if m else ""
+    whole = any(phrase in _plural_forms(noun.lower()) for noun, _ in entities)
+    if not whole and m and m.group(2).strip().lower() == "in the image?":
+        shared = [pd.to_numeric(v, errors="coerce") for noun, v in entities
+                  if phrase in _plural_forms(noun.lower().split()[-1])]  # fmt: skip
+        if len(shared) > 1:
+            number = float(np.sum(shared))
+    return i, float(number)
+
+
 def _task1_targets(qs: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
     """Entity, its number (``target``) and ``primary`` (see ``_asks_whole_entity``) of each distinct question."""
     targets, entity, primary = [], [], []
     for pid, question in zip(qs["prompt_id"], qs["question"], strict=True):
         ents = prompts.at[pid, "entities"]
-        i = question_entity(str(question), ents)
-        noun, number = ents[i] if i is not None else ("", "")
-        targets.append(float(pd.to_numeric(number, errors="coerce")) if i is not None else np.nan)
+        i, target = question_target(str(question), ents)
+        noun = ents[i][0] if i is not None else ""
+        targets.append(target)
         entity.append(noun)
         primary.append(i is not None and _asks_whole_entity(str(question), noun))
     return qs.assign(target=targets, entity=entity, primary=primary)
 
 
-def score_task1(ann: pd.DataFrame, prompts: pd.DataFrame, ties: str = "any") -> ScoredTask:
+def score_task1(
+    ann: pd.DataFrame, prompts: pd.DataFrame, ties: str = "first", ranges: str = "up"
+) -> ScoredTask:
     """Task 1 units (image-question pairs) from checked rows (``check_rows`` output).
 
     The processed ``answer`` column is read first, the typed ``raw_answer`` where it is empty or unreadable.
+    ``ranges`` and ``ties`` are the rules of ``round_answers`` and ``mode_labels``; the order of answers for
+    ``ties="first"`` is their line in the file.
     """
     values, ok = parse_count_answers(ann["answer"])
     if not ok.all():
@@ -181,7 +213,7 @@ def score_task1(ann: pd.DataFrame, prompts: pd.DataFrame, ties: str = "any") -> 
         + ann.loc[~ok, "raw_answer"].astype(str).map(repr)
         + " as a count (expected e.g. '3', 'three', '2-3', '10+')",
     )
-    df = ann.assign(value=values)[ok]
+    df = ann.assign(value=round_answers(values, ranges))[ok]
     qs = df.drop_duplicates(["prompt_id", "question"])[["prompt_id", "question", "file", "line"]]
     qs = _task1_targets(qs, prompts)
     bad_q = qs["target"].isna()
@@ -200,7 +232,7 @@ def score_task1(ann: pd.DataFrame, prompts: pd.DataFrame, ties: str = "any") -> 
         how="inner",
     )
     keys = ["model", "image_id", "prompt_id", "seed", "question"]
-    units = mode_labels(df, keys, "value", "target", ties=ties)
+    units = mode_labels(df, keys, "value", "target", ties=ties, order="line")
     extra = df.drop_duplicates(keys).set_index(keys)[["question_id", "entity", "primary"]]
     units = units.join(extra, on=keys)
     return ScoredTask(1, _with_prompt_info(units, prompts), problems)
@@ -214,7 +246,7 @@ def _encoded(series: pd.Series, allowed: set[int]) -> tuple[np.ndarray, np.ndarr
     return num.to_numpy(dtype=np.float64), ok
 
 
-def score_task2(ann: pd.DataFrame, prompts: pd.DataFrame, ties: str = "any") -> ScoredTask:
+def score_task2(ann: pd.DataFrame, prompts: pd.DataFrame, ties: str = "first") -> ScoredTask:
     """Task 2 units (images): the mode of ``answer_num`` against ``gt_num`` (both on the 0-4 scale)."""
     answer, ok_a = _encoded(ann["answer_num"], {0, 1, 2, 3, 4})
     target, ok_t = _encoded(ann["gt_num"], {0, 1, 2, 3, 4})
@@ -226,7 +258,8 @@ def score_task2(ann: pd.DataFrame, prompts: pd.DataFrame, ties: str = "any") -> 
     )
     problems = _problems(ann[bad], pd.Series(msg, index=ann.index))
     df = ann.assign(value=answer, target=target)[~bad]
-    units = mode_labels(df, ["model", "image_id", "prompt_id", "seed"], "value", "target", ties=ties)
+    keys = ["model", "image_id", "prompt_id", "seed"]
+    units = mode_labels(df, keys, "value", "target", ties=ties, order="line")
     return ScoredTask(2, _with_prompt_info(units, prompts), problems)
 
 
@@ -258,12 +291,14 @@ def score_annotations(
     prompts: pd.DataFrame,
     task: int,
     generators: Iterable[str] | None = None,
-    ties: str = "any",
+    ties: str = "first",
+    ranges: str = "up",
 ) -> ScoredTask:
     """Check then score the rows of one task (see the module docstring)."""
     checked, problems = check_rows(ann, prompts, generators)
+    problems = [ImportProblem(f, n, m) for f, n, m in ann.attrs.get("bad_rows", [])] + problems
     if task == 1:
-        scored = score_task1(checked, prompts, ties)
+        scored = score_task1(checked, prompts, ties, ranges)
     elif task == 2:
         scored = score_task2(checked, prompts, ties)
     elif task == 3:

@@ -2,8 +2,8 @@
 
 Keys are those declared in ``countboard/schema/geckonum.yaml``. Accuracy is the mean over units (image-question
 pairs for Task 1, images for Tasks 2 and 3) with the standard error of the mean and a bootstrap 95% interval;
-Task 1 adds the paper's two controlled comparisons on ``numeric_simple`` prompts with numbers 1-4 (digits vs
-words, frequent vs rare nouns; chi-squared tests) and the number confusion matrix.
+Task 1 adds the paper's controlled comparisons (Tables A3-A8, ``geckonum_comparisons``) and the number
+confusion matrix.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from countboard.metrics.numeracy import accuracy_se, bootstrap_ci, chi2_accuracy_test, number_confusion
-
-#: Prompt numbers of the paper's controlled comparisons (Section 5.1, Tables A3-A4).
-SMALL_NUMBERS = (1, 2, 3, 4)
-#: Nouns of the paper's per-prompt-type comparison of Task 1 (Figure 3: numbers 1-4 and these words only).
-CONTROLLED_NOUNS = ("apple", "cat", "koala", "mushroom", "bottle")
+from countboard.metrics.numeracy import accuracy_se, bootstrap_ci, number_confusion
+from countboard.numeracy.comparisons import (
+    CONTROLLED_NOUNS,
+    SMALL_NUMBERS,
+    additive_drops,
+    comparison_metrics,
+    comparison_table,
+)
 
 
 def controlled_units(units: pd.DataFrame) -> pd.DataFrame:
@@ -69,33 +71,6 @@ def accuracy_table(units: pd.DataFrame, by: str, n_boot: int = 1000, seed: int =
     return pd.DataFrame(rows, columns=[by, "n", "accuracy", "se", "ci_low", "ci_high"])
 
 
-def _comparison(units: pd.DataFrame, mask_a: pd.Series, mask_b: pd.Series, name: str) -> dict[str, float]:
-    res = chi2_accuracy_test(units.loc[mask_a, "correct"].to_numpy(), units.loc[mask_b, "correct"].to_numpy())
-    return {f"numeracy_{name}_chi2": res["chi2"], f"numeracy_{name}_p_value": res["p_value"]}
-
-
-def controlled_comparisons(units: pd.DataFrame) -> dict[str, float]:
-    """Digits vs words and frequent vs rare nouns on ``numeric_simple`` prompts with numbers 1-4 (Task 1 units).
-
-    Returns the accuracy of each group and the chi-squared statistic and p-value of each comparison; an empty
-    dict when there are no such prompts.
-    """
-    sub = units[(units["prompt_type"] == "numeric_simple") & units["target"].isin(SMALL_NUMBERS)]
-    if sub.empty:
-        return {}
-    words, frequent = sub["has_numeral"].astype(bool), sub["is_frequent"] == 1
-    rare = sub["is_frequent"] == 0
-    out = {
-        "numeracy_accuracy_digits": float(sub.loc[~words, "correct"].mean()),
-        "numeracy_accuracy_words": float(sub.loc[words, "correct"].mean()),
-        "numeracy_accuracy_frequent": float(sub.loc[frequent, "correct"].mean()),
-        "numeracy_accuracy_rare": float(sub.loc[rare, "correct"].mean()),
-    }
-    out |= _comparison(sub, ~words, words, "digits_words")
-    out |= _comparison(sub, frequent, rare, "frequent_rare")
-    return out
-
-
 def confusion_long(wide: pd.DataFrame) -> pd.DataFrame:
     """``number_confusion`` output in long form: ``prompt_number``, ``answered`` (column label), ``share``.
 
@@ -111,8 +86,13 @@ def confusion_long(wide: pd.DataFrame) -> pd.DataFrame:
     return long.reset_index(drop=True)
 
 
-def summarize_units(units: pd.DataFrame, task: int, n_boot: int = 2000, seed: int = 0) -> Summary:
-    """Metrics and tables of one generator's scored units of one task (``geckonum_scoring`` output)."""
+def summarize_units(
+    units: pd.DataFrame, task: int, n_boot: int = 2000, seed: int = 0, n_perm: int = 1000
+) -> Summary:
+    """Metrics and tables of one generator's scored units of one task (``geckonum_scoring`` output).
+
+    ``n_perm`` is the number of label permutations of each controlled comparison's control test (Task 1).
+    """
     values = units["correct"].to_numpy(dtype=np.float64)
     metrics = _accuracy_metrics(values, n_boot, seed)
     metrics["numeracy_n_units"] = float(len(units))
@@ -124,7 +104,10 @@ def summarize_units(units: pd.DataFrame, task: int, n_boot: int = 2000, seed: in
     if task == 1:
         per_image = units.groupby("image_id", sort=False)["correct"].all()
         metrics["numeracy_image_accuracy"] = float(per_image.mean())
-        metrics |= controlled_comparisons(units)
+        comparisons = comparison_table(units, n_perm=n_perm, seed=seed)
+        metrics |= comparison_metrics(comparisons)
+        tables["paper_comparisons"] = comparisons
+        tables["additive_drops"] = additive_drops(units)
         tables["per_number"] = accuracy_table(units, "target", n_boot=n_boot, seed=seed)
         tables["per_prompt_type_controlled"] = accuracy_table(
             controlled_units(units), "prompt_type", n_boot=n_boot, seed=seed
@@ -170,6 +153,7 @@ def confusion_figure(confusion: pd.DataFrame, title: str, cell: int = 44):
                   font=font, anchor="mt")  # fmt: skip
     for i, name in enumerate(data.index):
         draw.text((left - 8, top + i * cell + cell / 2), str(name), fill="black", font=font, anchor="rm")
-    draw.text((left, height - 16), "answered count (mode of annotators)", fill="black", font=font)
+    draw.text((left, height - 16), "answered count (mode of annotators, ranges rounded up)", fill="black",
+              font=font)  # fmt: skip
     draw.text((4, top - 18), "prompt number", fill="black", font=font)
     return img

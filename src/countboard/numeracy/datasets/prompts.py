@@ -21,68 +21,23 @@ import numpy as np
 import pandas as pd
 
 from countboard.errors import ConfigError
+from countboard.numeracy.datasets.templates import (
+    _IRREGULAR,
+    ALL_TYPES,
+    COLOR_NOUNS,
+    COLORS,
+    EXACT_TYPES,
+    FREQUENT_NOUNS,
+    NUMBER_RANGES,
+    Variant,
+    noun_pool,
+    plural,
+    variants,
+)
 
-#: Table A1: nouns of Task 1, frequent and rare by word frequency.
-FREQUENT_NOUNS = ("apple", "egg", "burger", "cookie", "pizza", "dog", "fish", "cat", "ant", "fly", "tree", "leaf",
-                  "flower", "coconut", "olive", "table", "book", "bottle", "spoon", "pencil", "chocolate")  # fmt: skip
-RARE_NOUNS = ("lychee", "parsnip", "samosa", "cinnamon stick", "axolotl", "seahorse", "kangaroo", "koala", "manatee",
-              "mushroom", "durian", "bonsai", "pistachio", "okra", "crib", "paperclip", "flute", "trowel",
-              "corkscrew")  # fmt: skip
-#: Colours and nouns of the colour prompts, relations of the spatial prompts, sentence frames (from prompts.csv).
-COLORS = ("black", "white", "red", "green")
-COLOR_NOUNS = ("apple", "cat", "koala", "mushroom", "bottle")
-RELATIONS = (("to the left of", "to the right of"), ("above", "below"))
-SENTENCE_FRAMES = ("There {verb} {num} {noun}.", "There {verb} {num} {noun} in this image.",
-                   "An image showing {num} {noun}.", "A picture of {num} {noun}.")  # fmt: skip
-#: Table A2: numbers of each exact type.
-NUMBER_RANGES = {
-    "numeric_simple": range(1, 11),
-    "numeric_sentence": range(1, 6),
-    "2-additive": range(1, 6),
-    "3-additive": range(1, 6),
-    "attribute-color": range(1, 5),
-    "2-additive-color": range(1, 9),
-    "attribute-spatial": range(1, 6),
-    "part-whole": range(1, 6),
-}
-APPROX_SCENES = (("flower", "vase", "in"), ("candle", "cake", "on"), ("plate", "table", "on"), ("book", "shelf", "on"),
-                 ("page", "book", "in"), ("seed", "watermelon", "in"), ("olive", "plate", "on"))  # fmt: skip
-APPROX_1 = {"no": "no", "few": "only a few", "many": "many"}
-APPROX_2 = {"fewer": "fewer {a} than {b}", "as many": "as many {a} as {b}", "more": "more {a} than {b}"}
-FRACTION_OBJECTS = ("loaf of bread", "apple", "cake", "pizza")
-FRACTIONS = {"1.5": "half", "1.25": "quarter"}
-PART_WHOLE_OBJECTS = ("fork", "pencil", "plate")
-FRACTIONAL_COMPLEX_OBJECTS = ("pencil", "banana")
-
-#: Prompt types whose entities have exact counts (countable by a counter).
-EXACT_TYPES = tuple(NUMBER_RANGES)
-ALL_TYPES = (*EXACT_TYPES[:-1], "approx-1-entity", "approx-2-entity", "fractional-simple", "fractional-complex",
-             "part-whole")  # fmt: skip
-
-_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-_IRREGULAR = {"fish": "fish", "leaf": "leaves", "loaf of bread": "loaves of bread", "grain of rice": "grains of rice",
-              "shelf": "shelves", "knife": "knives"}  # fmt: skip
-
-
-def plural(noun: str) -> str:
-    """English plural of a noun phrase (last word inflected; a few irregular nouns listed).
-
-    Example:
-        >>> plural("fly"), plural("black koala"), plural("fish"), plural("red circle"), plural("peach")
-        ('flies', 'black koalas', 'fish', 'red circles', 'peaches')
-    """
-    if noun in _IRREGULAR:
-        return _IRREGULAR[noun]
-    head, _, last = noun.rpartition(" ")
-    if last in _IRREGULAR:
-        word = _IRREGULAR[last]
-    elif last.endswith("y") and last[-2:-1] not in "aeiou":
-        word = last[:-1] + "ies"
-    elif last.endswith(("s", "x", "z", "ch", "sh")):
-        word = last + "es"
-    else:
-        word = last + "s"
-    return f"{head} {word}" if head else word
+__all__ = ["ALL_TYPES", "COLORS", "EXACT_TYPES", "NUMBER_RANGES", "CountQuestion", "Entity", "GeckoNumPromptSet",
+           "PromptSet", "PromptSpec", "TemplatePromptSet", "from_geckonum", "generate_prompts", "plural", "singular",
+           "specs_frame", "to_frame"]  # fmt: skip
 
 
 def singular(noun: str) -> str:
@@ -110,6 +65,29 @@ class Entity:
 
 
 @dataclass(frozen=True)
+class CountQuestion:
+    """One Task 1 count question: its text, the noun phrase a counter is asked for, and the number it expects.
+
+    ``nouns`` are the entities the question covers (two for a bare noun shared by two colour entities).
+    """
+
+    question: str
+    phrase: str
+    target: int
+    nouns: tuple[str, ...]
+
+
+_INVERSE = {"to the left of": "to the right of", "to the right of": "to the left of", "above": "below",
+            "below": "above"}  # fmt: skip
+
+
+def _relation(prompt: str) -> str | None:
+    text = prompt.lower()
+    found = [r for r in _INVERSE if f" {r} " in text]
+    return max(found, key=len) if found else None
+
+
+@dataclass(frozen=True)
 class PromptSpec:
     """One prompt with its entities; ``counts`` and ``questions`` are defined for exact types."""
 
@@ -129,9 +107,37 @@ class PromptSpec:
         """Noun -> count for exact prompts (empty otherwise)."""
         return {e.noun: int(e.count) for e in self.entities} if self.exact else {}
 
+    def count_questions(self) -> list[CountQuestion]:
+        """The count questions GeckoNum's Task 1 asks about this prompt, in the release's order.
+
+        One "How many <nouns> are in the image?" per entity; colour prompts first ask the bare noun ("How many
+        apples…" before "How many black apples…", once for a noun two entities share, which then expects their
+        sum); spatial prompts add one relation question per entity ("How many dogs are to the left of
+        coconuts?", "How many coconuts are to the right of dogs?"), which a counter answers by counting the noun.
+        Empty for prompts without exact counts.
+        """
+        if not self.exact:
+            return []
+        ents = [(e.noun, int(e.count)) for e in self.entities]
+        out: list[CountQuestion] = []
+        colour = self.prompt_type in ("attribute-color", "2-additive-color")
+        for noun, n in ents:
+            head = noun.split()[-1]
+            if colour and head != noun and not any(q.phrase == plural(head) for q in out):
+                shared = tuple(x for x, _ in ents if x.split()[-1] == head)
+                total = sum(m for x, m in ents if x in shared)
+                out.append(CountQuestion(f"How many {plural(head)} are in the image?", plural(head), total, shared))
+            out.append(CountQuestion(f"How many {plural(noun)} are in the image?", plural(noun), n, (noun,)))
+        rel = _relation(self.prompt) if self.prompt_type == "attribute-spatial" and len(ents) == 2 else None
+        if rel:
+            (a, na), (b, nb) = ents
+            out.append(CountQuestion(f"How many {plural(a)} are {rel} {plural(b)}?", plural(a), na, (a,)))
+            out.append(CountQuestion(f"How many {plural(b)} are {_INVERSE[rel]} {plural(a)}?", plural(b), nb, (b,)))
+        return out
+
     def questions(self) -> list[str]:
-        """One "How many <nouns> are in the image?" question per entity (GeckoNum Task 1 wording)."""
-        return [f"How many {plural(e.noun)} are in the image?" for e in self.entities]
+        """The text of ``count_questions`` (GeckoNum Task 1 wording)."""
+        return [q.question for q in self.count_questions()]
 
 
 def from_geckonum(prompts: pd.DataFrame, types: Iterable[str] | None = None) -> list[PromptSpec]:
@@ -162,96 +168,25 @@ def to_frame(specs: Sequence[PromptSpec]) -> pd.DataFrame:
     )
 
 
-class _Writer:
-    """Numbers as digits or words, and nouns, for one prompt."""
-
-    def __init__(self, rng: np.random.Generator, words_prob: float):
-        self.rng, self.words_prob, self.used_words = rng, words_prob, False
-
-    def num(self, n: int, capital: bool = False) -> str:
-        if n <= 10 and self.rng.random() < self.words_prob:
-            self.used_words = True
-            word = _WORDS[n]
-            return word.capitalize() if capital else word
-        return str(n)
-
-    @staticmethod
-    def noun(noun: str, n: int) -> str:
-        return noun if n == 1 else plural(noun)
-
-
-def _exact_prompt(kind: str, nouns: Sequence[str], nums: Sequence[int], w: _Writer, rng) -> tuple[str, list]:
-    if kind == "numeric_simple" or kind == "attribute-color":
-        return f"{w.num(nums[0], True)} {w.noun(nouns[0], nums[0])}.", [(nouns[0], nums[0])]
-    if kind == "numeric_sentence":
-        frame = SENTENCE_FRAMES[int(rng.integers(len(SENTENCE_FRAMES)))]
-        text = frame.format(
-            verb="is" if nums[0] == 1 else "are", num=w.num(nums[0]), noun=w.noun(nouns[0], nums[0])
-        )
-        return text, [(nouns[0], nums[0])]
-    if kind in ("2-additive", "2-additive-color"):
-        a, b = (
-            f"{w.num(n, i == 0)} {w.noun(x, n)}"
-            for i, (x, n) in enumerate(zip(nouns[:2], nums[:2], strict=True))
-        )
-        return f"{a} and {b}.", list(zip(nouns[:2], nums[:2], strict=True))
-    if kind == "3-additive":
-        a, b, c = (
-            f"{w.num(n, i == 0)} {w.noun(x, n)}" for i, (x, n) in enumerate(zip(nouns, nums, strict=True))
-        )
-        return f"{a}, {b} and {c}.", list(zip(nouns[:3], nums[:3], strict=True))
-    if kind == "attribute-spatial":
-        pair = RELATIONS[int(rng.integers(len(RELATIONS)))]
-        rel = pair[int(rng.integers(2))]
-        verb = "is" if nums[0] == 1 else "are"
-        text = (f"There {verb} {w.num(nums[0])} {w.noun(nouns[0], nums[0])} {rel} "
-                f"{w.num(nums[1])} {w.noun(nouns[1], nums[1])}.")  # fmt: skip
-        return text, list(zip(nouns[:2], nums[:2], strict=True))
-    if kind == "part-whole":
-        n, x = nums[0], nouns[0]
-        w.used_words = True  # "two pieces"
-        tail = "but it is broken into two pieces" if n == 1 else f"but one {x} is broken into two pieces"
-        return f"There {'is' if n == 1 else 'are'} {w.num(n)} {w.noun(x, n)} on the table, {tail}.", [(x, n)]
-    raise ConfigError(f"prompt type {kind!r} has no exact template")
-
-
-def _approx_prompt(kind: str, rng: np.random.Generator, nouns: Sequence[str]) -> tuple[str, list]:
-    if kind == "approx-1-entity":
-        item, holder, prep = APPROX_SCENES[int(rng.integers(len(APPROX_SCENES)))]
-        key = list(APPROX_1)[int(rng.integers(3))]
-        return (f"An image of a {holder}. There are {APPROX_1[key]} {plural(item)} {prep} the {holder}.",
-                [(item, key), (holder, "1")])  # fmt: skip
-    if kind == "approx-2-entity":
-        a, b = plural(nouns[0]), plural(nouns[1])
-        key = list(APPROX_2)[int(rng.integers(3))]
-        text = f"An image with some {a} and some {b}. There are {APPROX_2[key].format(a=a, b=b)}."
-        return text, [(nouns[0], key), (nouns[1], "X")]
-    if kind == "fractional-simple":
-        obj = FRACTION_OBJECTS[int(rng.integers(len(FRACTION_OBJECTS)))]
-        whole = int(rng.integers(1, 4))
-        frac = list(FRACTIONS)[int(rng.integers(2))]
-        verb = "is" if whole == 1 else "are"
-        text = (f"There {verb} {_WORDS[whole]} {obj if whole == 1 else plural(obj)} and {FRACTIONS[frac]} of "
-                f"another {obj.split()[0]} on the table.")  # fmt: skip
-        return text, [(obj, str(whole + float(frac) - 1))]
-    if kind == "fractional-complex":
-        obj = FRACTIONAL_COMPLEX_OBJECTS[int(rng.integers(len(FRACTIONAL_COMPLEX_OBJECTS)))]
-        return f"A {obj} is cut into two pieces. One piece is twice the size of the other.", [
-            (obj, "1/3+2/3")
-        ]
-    raise ConfigError(f"unknown prompt type {kind!r}; known: {', '.join(ALL_TYPES)}")
-
-
 def _nouns_for(kind: str, nouns: Sequence[str] | None, rng: np.random.Generator) -> list[str]:
-    if kind == "part-whole" and nouns is None:
-        pool = PART_WHOLE_OBJECTS
-    elif kind in ("attribute-color", "2-additive-color") and nouns is None:
-        color = COLORS[int(rng.integers(len(COLORS)))]
-        return [f"{color} {x}" for x in rng.choice(COLOR_NOUNS, size=2, replace=False)]
-    else:
-        pool = nouns if nouns is not None else FREQUENT_NOUNS + RARE_NOUNS
+    if kind == "2-additive-color" and nouns is None:
+        while True:  # each entity its own colour; the same noun may come twice in two colours
+            picked = [f"{COLORS[rng.integers(len(COLORS))]} {COLOR_NOUNS[rng.integers(len(COLOR_NOUNS))]}"
+                      for _ in range(2)]  # fmt: skip
+            if picked[0] != picked[1]:
+                return picked
+    pool = list(nouns) if nouns is not None else list(noun_pool(kind))
     k = min(3, len(pool))
     return [str(x) for x in rng.choice(np.asarray(pool, dtype=object), size=k, replace=False)]
+
+
+def _pick(options: Sequence[Variant], rng: np.random.Generator, words_prob: float) -> Variant:
+    """One variant: each number a word with probability ``words_prob``, the other choices uniform."""
+    weights = np.array([words_prob ** v.n_words * (1 - words_prob) ** (v.n_numbers - v.n_words) if v.n_numbers
+                        else 1.0 for v in options], dtype=np.float64)  # fmt: skip
+    if weights.sum() == 0:  # words_prob 0 or 1 with no such variant (numbers above ten have no word)
+        weights = np.ones(len(options))
+    return options[int(rng.choice(len(options), p=weights / weights.sum()))]
 
 
 def generate_prompts(
@@ -282,18 +217,16 @@ def generate_prompts(
             raise ConfigError(f"unknown prompt type {kind!r}; known: {', '.join(ALL_TYPES)}")
         for _ in range(n_per_type):
             chosen = _nouns_for(kind, nouns, rng)
-            w = _Writer(rng, words_prob)
+            nums = []
             if kind in EXACT_TYPES:
                 pool = list(numbers if numbers is not None else NUMBER_RANGES[kind])
                 nums = [int(x) for x in rng.choice(pool, size=3)]
-                text, ents = _exact_prompt(kind, chosen, nums, w, rng)
-            else:
-                text, ents = _approx_prompt(kind, rng, chosen)
+            v = _pick(variants(kind, chosen, nums), rng, words_prob)
             frequent = -1
             if kind == "numeric_simple" and nouns is None:
                 frequent = int(chosen[0] in FREQUENT_NOUNS)
-            entities = tuple(Entity(n, str(v)) for n, v in ents)
-            specs.append(PromptSpec(first_id + len(specs), text, kind, entities, w.used_words, frequent))
+            entities = tuple(Entity(n, str(x)) for n, x in v.entities)
+            specs.append(PromptSpec(first_id + len(specs), v.text, kind, entities, v.n_words > 0, frequent))
     return specs
 
 

@@ -1,13 +1,16 @@
 """``geckonum_autoeval``: a generator's numeracy judged by a counter, corrected with human labels (BCC).
 
-Units are images, one per exact-count prompt × seed. Each image is generated (or read back from ``image_dir``),
-then the evaluator (any ``Counter``) answers "how many <noun>?" for every entity of its prompt; the image is a
-success for the evaluator (classify and count, CC) when every rounded count equals the prompt's number. A random
-subset of ``n_human`` images carries a human label of the same kind, simulated (for generators that know what
-they drew: a person who miscounts an entity with probability ``human_error``) or read from annotations in
-GeckoNum's Task 1 CSV layout (imported, or exported by the annotation page). Bayesian classify and count
-(``countboard.quantify``) corrects the CC rate for the evaluator's true- and false-positive rates measured on
-that subset, overall and per prompt type.
+Images are generated (or read back from ``image_dir``), one per exact-count prompt × seed, then the evaluator
+(any ``Counter``) answers every count question GeckoNum's Task 1 asks about the prompt
+(``PromptSpec.count_questions``: one per entity, plus the bare noun of colour prompts and the relations of
+spatial prompts) by counting the question's noun phrase. As in the paper, a *question* (image-question pair) is
+the scored unit by default (``unit="question"``): it is a success for the evaluator (classify and count, CC) when
+the rounded count equals the number asked for; ``unit="image"`` scores an image, right when all its questions
+are. A random subset of ``n_human`` images carries human answers to the same questions, simulated (for
+generators that know what they drew: a person who miscounts a question with probability ``human_error``) or read
+from annotations in GeckoNum's Task 1 CSV layout (imported, or exported by the annotation page). Bayesian
+classify and count (``countboard.quantify``) corrects the CC rate for the evaluator's true- and false-positive
+rates measured on that subset, overall and per prompt type.
 """
 
 from __future__ import annotations
@@ -26,10 +29,14 @@ from PIL import Image
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import GeneratedImage, Generator, image_id
-from countboard.numeracy.datasets.prompts import PromptSet, PromptSpec, plural
+from countboard.numeracy.datasets.prompts import PromptSet, PromptSpec
 from countboard.numeracy.release import read_annotations
 from countboard.numeracy.scoring import score_annotations
+from countboard.numeracy.tasks.geckonum_bcc import bcc_cells, bcc_report
 from countboard.results import RunContext, Task, TaskResult
+
+__all__ = ["GeckoNumAutoEval", "bcc_cells", "bcc_report", "question_frame", "sample_units", "simulate_answers",
+           "simulate_human"]
 
 META_KEYS = ("name", "kind", "display_name", "description")
 ANNOTATION_COLUMNS = ["image_id", "prompt_id", "seed", "prompt", "prompt_type", "nouns", "questions"]
@@ -57,19 +64,61 @@ def sample_units(unit_ids: Sequence[str], n: int, seed: int, salt: int) -> list[
     return [u for u in unit_ids if u in keep]
 
 
+def simulate_answers(
+    targets: Sequence[int], drawn: Sequence[int], error: float, rng: np.random.Generator
+) -> list[int]:
+    """1 per question where a simulated person's count equals the number asked for, else 0.
+
+    The person reports the drawn count, off by one (either way) with probability ``error`` per question.
+
+    Example:
+        >>> simulate_answers([2, 3], [2, 4], 0.0, np.random.default_rng(0))
+        [1, 0]
+    """
+    reported = [d + (int(rng.choice((-1, 1))) if rng.random() < error else 0) for d in drawn]
+    return [int(r == t) for r, t in zip(reported, targets, strict=True)]
+
+
 def simulate_human(
     targets: Sequence[int], drawn: Sequence[int], error: float, rng: np.random.Generator
 ) -> int:
-    """1 when a simulated person's counts of every entity equal the prompt's numbers.
-
-    The person reports the drawn count, off by one (either way) with probability ``error`` per entity.
+    """1 when a simulated person answers every question with the number asked for (``simulate_answers``).
 
     Example:
         >>> simulate_human([2, 3], [2, 3], 0.0, np.random.default_rng(0))
         1
     """
-    reported = [d + (int(rng.choice((-1, 1))) if rng.random() < error else 0) for d in drawn]
-    return int(all(r == t for r, t in zip(reported, targets, strict=True)))
+    return int(all(simulate_answers(targets, drawn, error, rng)))
+
+
+#: Scored units of ``geckonum_autoeval``: image-question pairs (the paper's) or whole images.
+UNIT_KINDS = ("question", "image")
+
+
+def question_frame(units: pd.DataFrame, human: dict[str, list[float]]) -> pd.DataFrame:
+    """One row per image-question pair of image records: ``cc_success`` (rounded count = number asked for),
+    ``true_success`` (drawn count, where known) and ``human`` (0/1, NaN without an answer).
+
+    Example:
+        >>> rec = pd.DataFrame({"unit_id": ["g_0_0"], "prompt_type": ["2-additive"], "targets": ["[2, 1]"],
+        ...                     "evaluator_counts": ["[2.2, 2.0]"], "questions": ['["a?", "b?"]']})
+        >>> question_frame(rec, {"g_0_0": [1.0, 0.0]})[["cc_success", "human"]].values.tolist()
+        [[1.0, 1.0], [0.0, 0.0]]
+    """
+    rows = []
+    has_drawn = "drawn" in units.columns
+    for rec in units.itertuples(index=False):
+        targets, counts = json.loads(rec.targets), json.loads(rec.evaluator_counts)
+        questions = json.loads(rec.questions)
+        drawn = json.loads(rec.drawn) if has_drawn and isinstance(rec.drawn, str) else None
+        answers = human.get(rec.unit_id, [np.nan] * len(targets))
+        for k, (t, c) in enumerate(zip(targets, counts, strict=True)):
+            row = {"unit_id": rec.unit_id, "question_id": k, "question": questions[k],
+                   "prompt_type": rec.prompt_type, "cc_success": float(round(c) == t), "human": answers[k]}  # fmt: skip
+            if drawn is not None:
+                row["true_success"] = float(drawn[k] == t)
+            rows.append(row)
+    return pd.DataFrame(rows)
 
 
 class GeckoNumAutoEval(Task):
@@ -81,12 +130,13 @@ class GeckoNumAutoEval(Task):
         n_human: Images with a human label (a seeded random subset of the units).
         human_labels: ``"simulated"``, or a zip / folder with ``task_1_<generator>.csv`` in GeckoNum's layout.
         human_generator: The generator name in those CSVs (the model's config name).
-        human_error: Per-entity miscount probability of the simulated person.
+        human_error: Per-question miscount probability of the simulated person.
         n_annotate: Images packed for the annotation page (``files/annotation_images.zip``).
         image_dir: Folder where images are written and read back, so reruns and other evaluators reuse them.
         bcc_draws: Posterior draws per chain of BCC.
         bcc_chains: Chains of BCC.
         sample_seed: Seed of the human and annotation subsets.
+        unit: ``"question"`` (default, the paper's image-question pairs) or ``"image"`` (all questions right).
     """
 
     name = "geckonum_autoeval"
@@ -95,7 +145,7 @@ class GeckoNumAutoEval(Task):
     def __init__(self, evaluator: dict[str, Any], seeds: Sequence[int] = (0,), n_human: int = 100,
                  human_labels: str = SIMULATED, human_generator: str | None = None, human_error: float = 0.02,
                  n_annotate: int = 100, image_dir: str | None = None, bcc_draws: int = 500, bcc_chains: int = 2,
-                 sample_seed: int = 0):  # fmt: skip
+                 sample_seed: int = 0, unit: str = "question"):  # fmt: skip
         if not isinstance(evaluator, dict):
             from omegaconf import OmegaConf
 
@@ -115,6 +165,9 @@ class GeckoNumAutoEval(Task):
         self.human_error, self.n_annotate = float(human_error), int(n_annotate)
         self.image_dir = Path(image_dir) if image_dir else None
         self.bcc_draws, self.bcc_chains, self.sample_seed = int(bcc_draws), int(bcc_chains), int(sample_seed)
+        if unit not in UNIT_KINDS:
+            raise ConfigError(f"task.unit must be one of {', '.join(UNIT_KINDS)}, got {unit!r}")
+        self.unit = unit
         self._evaluator = None
 
     def evaluator(self, device: str):
@@ -187,9 +240,9 @@ class GeckoNumAutoEval(Task):
         for u in unit_ids:
             im = images[u]
             item = ImageItem(u, im.image, points=im.meta.get("points", {}))
-            for e in im.prompt.entities:
+            for q in im.prompt.count_questions():
                 items.append(item)
-                prompts.append(plural(e.noun))
+                prompts.append(q.phrase)
                 owners.append(u)
         counts = self.evaluator(ctx.device).count(items, prompts) if items else np.zeros(0)
         records = []
@@ -197,15 +250,17 @@ class GeckoNumAutoEval(Task):
             im = images[u]
             spec = im.prompt
             got = [float(c) for c, o in zip(counts, owners, strict=True) if o == u]
-            targets = [int(e.count) for e in spec.entities]
+            questions = spec.count_questions()
+            targets = [q.target for q in questions]
             rec = {
                 "unit_id": u, "prompt_id": spec.prompt_id, "seed": im.seed, "prompt_type": spec.prompt_type,
                 "prompt": spec.prompt, "nouns": json.dumps([e.noun for e in spec.entities]),
+                "questions": json.dumps([q.question for q in questions]),
                 "targets": json.dumps(targets), "evaluator_counts": json.dumps(got),
                 "cc_success": int(all(round(c) == t for c, t in zip(got, targets, strict=True))),
             }  # fmt: skip
             if im.drawn_counts is not None:
-                drawn = [int(im.drawn_counts[e.noun]) for e in spec.entities]
+                drawn = [sum(int(im.drawn_counts[n]) for n in q.nouns) for q in questions]
                 rec["drawn"] = json.dumps(drawn)
                 rec["true_success"] = int(drawn == targets)
             records.append(rec)
@@ -215,54 +270,68 @@ class GeckoNumAutoEval(Task):
         self, records: pd.DataFrame, model: Generator, dataset: PromptSet, ctx: RunContext
     ) -> TaskResult:
         units = records.sort_values("unit_id").reset_index(drop=True)
-        units["human"] = self.human_column(units, dataset)
-        cells = bcc_cells(units, self.bcc_draws, self.bcc_chains, self.sample_seed)
-        metrics, per_type = bcc_report(units, cells=cells)
+        answers = self.human_answers(units, dataset)
+        if self.unit == "question":
+            scored = question_frame(units, answers)
+        else:
+            scored = units.copy()
+            scored["human"] = _image_labels(units, answers)
+        cells = bcc_cells(scored, self.bcc_draws, self.bcc_chains, self.sample_seed)
+        metrics, per_type = bcc_report(scored, cells=cells)
+        metrics["autoeval_n_units"] = float(len(scored))
+        metrics["autoeval_n_images"] = float(len(units))
+        metrics["autoeval_n_labelled_images"] = float(sum(np.isfinite(a).any() for a in answers.values()))
         files, sample = self.annotation_files(model, dataset, units, ctx)
         tables = {"per_prompt_type": per_type, "annotation_sample": sample,
                   "bcc_cells": cells.rename(columns={"prompt_type": "cell"})}
-        return TaskResult(
-            metrics=metrics, tables=tables, files=files, tags={"evaluator": self.evaluator_name}
-        )
+        if self.unit == "question":
+            tables["questions"] = scored
+        return TaskResult(metrics=metrics, tables=tables, files=files,
+                          tags={"evaluator": self.evaluator_name, "autoeval_unit": self.unit})  # fmt: skip
 
     def human_column(self, units: pd.DataFrame, dataset: PromptSet) -> np.ndarray:
-        """0/1 human label of each unit (row of ``units``), NaN where the unit has none."""
-        human = np.full(len(units), np.nan)
-        ids = list(units["unit_id"])
+        """0/1 human label of each image (row of ``units``: right when every answered question is), NaN where
+        the image has none."""
+        return _image_labels(units, self.human_answers(units, dataset))
+
+    def human_answers(self, units: pd.DataFrame, dataset: PromptSet) -> dict[str, list[float]]:
+        """Human answers (1 right, 0 wrong, NaN unanswered) per question of each labelled image."""
         if self.human_labels == SIMULATED:
             if "drawn" not in units or units["drawn"].isna().any():
                 raise ConfigError(
                     "human_labels=simulated needs a generator that reports what it drew (procedural); for other "
                     "generators pass task.human_labels=<folder or zip with task_1_<generator>.csv>"
                 )
-            labelled = set(sample_units(ids, self.n_human, self.sample_seed, 1))
+            labelled = set(sample_units(list(units["unit_id"]), self.n_human, self.sample_seed, 1))
             rng = np.random.default_rng([self.sample_seed, 2])
-            for i, row in units.iterrows():
-                if row["unit_id"] in labelled:
-                    targets, drawn = json.loads(row["targets"]), json.loads(row["drawn"])
-                    human[i] = simulate_human(targets, drawn, self.human_error, rng)
-            return human
-        return self._imported_labels(units, dataset, human)
+            return {
+                row.unit_id: [float(a) for a in simulate_answers(json.loads(row.targets), json.loads(row.drawn),
+                                                                 self.human_error, rng)]
+                for row in units.itertuples(index=False) if row.unit_id in labelled
+            }  # fmt: skip
+        return self._imported_answers(units, dataset)
 
-    def _imported_labels(self, units: pd.DataFrame, dataset: PromptSet, human: np.ndarray) -> np.ndarray:
+    def _imported_answers(self, units: pd.DataFrame, dataset: PromptSet) -> dict[str, list[float]]:
         if not self.human_generator:
             raise ConfigError("task.human_generator must name the generator in the annotation CSVs")
         ann = read_annotations(self.human_labels, 1)
-        scored = score_annotations(ann, dataset.frame(), 1, generators=[self.human_generator])
-        per_image = (
-            scored.units[scored.units["model"] == self.human_generator].groupby("image_id")["correct"].all()
-        )
-        if per_image.empty:
+        ann = ann[ann["model"].astype(str) == self.human_generator]  # other generators' rows are not problems
+        scored = score_annotations(ann, dataset.frame(), 1, generators=[self.human_generator]).units
+        if scored.empty:
             raise ConfigError(
                 f"no Task 1 labels of generator {self.human_generator!r} in {self.human_labels}"
             )
-        position = {u: i for i, u in enumerate(units["unit_id"])}
-        chosen = sample_units(
-            [u for u in per_image.index if u in position], self.n_human, self.sample_seed, 1
-        )
-        for u in chosen:
-            human[position[u]] = float(per_image[u])
-        return human
+        correct = dict(zip(zip(scored["image_id"].astype(str), scored["question"].astype(str), strict=True),
+                           scored["correct"].astype(float), strict=True))  # fmt: skip
+        present = set(units["unit_id"])
+        chosen = set(sample_units(
+            [u for u in dict.fromkeys(scored["image_id"].astype(str)) if u in present], self.n_human,
+            self.sample_seed, 1,
+        ))  # fmt: skip
+        return {
+            row.unit_id: [correct.get((row.unit_id, q), np.nan) for q in _questions_of(row)]
+            for row in units.itertuples(index=False) if row.unit_id in chosen
+        }
 
     def annotation_files(self, model: Generator, dataset: PromptSet, units: pd.DataFrame, ctx: RunContext
                          ) -> tuple[dict[str, Path], pd.DataFrame]:  # fmt: skip
@@ -286,72 +355,16 @@ class GeckoNumAutoEval(Task):
         return {"annotation_images.zip": path}, pd.DataFrame(rows, columns=ANNOTATION_COLUMNS)
 
 
-def _cell_rows(units: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    return [("all", units)] + [(str(t), g) for t, g in units.groupby("prompt_type", sort=True)]
+def _questions_of(row) -> list[str]:
+    return json.loads(row.questions)
 
 
-def bcc_cells(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int = 0) -> pd.DataFrame:
-    """CC, human and BCC success rates of the cell ``all`` (first row) and of each prompt type.
-
-    ``units`` has ``cc_success`` (0/1), ``human`` (0/1, NaN without a label), ``prompt_type`` and optionally
-    ``true_success``. All cells with labelled and unlabelled images are fitted in one batched BCC model; a cell
-    whose images are all labelled takes the human posterior ``Beta(s + 1, B - s + 1)``; a cell without labels
-    has no BCC rate (NaN). ``bcc_alpha`` / ``bcc_beta`` are the Beta parameters of the BCC posterior (moment
-    matched to the draws). A cell without a human success among its labels is fitted with a prior-only evaluator
-    TPR and marked ``no_human_positives``.
-    """
-    from countboard.quantify import bcc_posterior_batch, beta_from_moments, counts_from_labels
-
-    rows, fit = [], []
-    for name, g in _cell_rows(units):
-        counts = counts_from_labels(g["cc_success"].to_numpy(float), g["human"].to_numpy(float))
-        row = {"prompt_type": name, "n": len(g), "n_labelled": counts.n_human,
-               "cc_rate": float(g["cc_success"].mean()),
-               "human_rate": counts.s_human / counts.n_human if counts.n_human else np.nan,
-               "evaluator_tpr": counts.tp / counts.s_human if counts.s_human else np.nan,
-               "evaluator_fpr": counts.fp / (counts.fp + counts.tn) if counts.fp + counts.tn else np.nan,
-               "true_rate": float(g["true_success"].mean()) if "true_success" in g else np.nan,
-               "bcc_rate": np.nan, "bcc_low": np.nan, "bcc_high": np.nan, "bcc_alpha": np.nan, "bcc_beta": np.nan,
-               "no_human_positives": bool(counts.n_human and counts.s_human == 0)}  # fmt: skip
-        if counts.n_human and counts.n_m:
-            fit.append((len(rows), counts))
-        elif counts.n_human:
-            rng = np.random.default_rng(seed)
-            a, b = counts.s_human + 1, counts.n_human - counts.s_human + 1
-            row |= _interval(rng.beta(a, b, size=draws * chains)) | {"bcc_alpha": float(a), "bcc_beta": float(b)}
-        rows.append(row)
-    if fit:
-        cols = ("tp", "fn", "fp", "tn", "s_m", "n_m")
-        arrays = [np.array([getattr(c, k) for _, c in fit]) for k in cols]
-        post = bcc_posterior_batch(*arrays, draws=draws, chains=chains, seed=seed, allow_no_human_positives=True)
-        for (i, _), p in zip(fit, post, strict=True):
-            a, b = beta_from_moments(p)
-            rows[i] |= _interval(p) | {"bcc_alpha": float(a), "bcc_beta": float(b)}
-    return pd.DataFrame(rows)
-
-
-def bcc_report(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int = 0,
-               cells: pd.DataFrame | None = None) -> tuple[dict[str, float], pd.DataFrame]:  # fmt: skip
-    """CC, human and BCC success rates overall (metrics) and per prompt type (table); see ``bcc_cells``.
-
-    ``cells`` is the output of ``bcc_cells(units, ...)`` when the caller already has it (it is fitted otherwise).
-    """
-    table = bcc_cells(units, draws, chains, seed) if cells is None else cells.copy()
-    overall = table.iloc[0]
-    metrics = {
-        "autoeval_cc_rate": overall["cc_rate"], "autoeval_bcc_rate": overall["bcc_rate"],
-        "autoeval_bcc_rate_low": overall["bcc_low"], "autoeval_bcc_rate_high": overall["bcc_high"],
-        "autoeval_human_rate": overall["human_rate"], "autoeval_evaluator_tpr": overall["evaluator_tpr"],
-        "autoeval_evaluator_fpr": overall["evaluator_fpr"], "autoeval_n_images": float(overall["n"]),
-        "autoeval_n_labelled": float(overall["n_labelled"]),
-    }  # fmt: skip
-    if "true_success" in units:
-        metrics["autoeval_true_rate"] = overall["true_rate"]
-    metrics = {k: float(v) for k, v in metrics.items() if pd.notna(v)}
-    table["accuracy"] = table["bcc_rate"].fillna(table["cc_rate"])
-    return metrics, table.iloc[1:].reset_index(drop=True)
-
-
-def _interval(draws: np.ndarray) -> dict[str, float]:
-    lo, hi = np.quantile(draws, [0.025, 0.975])
-    return {"bcc_rate": float(np.mean(draws)), "bcc_low": float(lo), "bcc_high": float(hi)}
+def _image_labels(units: pd.DataFrame, answers: dict[str, list[float]]) -> np.ndarray:
+    """Per image: 1 when every answered question is right, 0 otherwise, NaN when none is answered."""
+    out = np.full(len(units), np.nan)
+    for i, u in enumerate(units["unit_id"]):
+        a = np.asarray(answers.get(u, []), dtype=float)
+        a = a[np.isfinite(a)]
+        if a.size:
+            out[i] = float(a.all())
+    return out

@@ -1,0 +1,81 @@
+"""CC, human and BCC success rates of ``geckonum_autoeval`` units, overall and per prompt type.
+
+Units are rows with ``cc_success`` (0/1, the evaluator's judgement), ``human`` (0/1, NaN without a label),
+``prompt_type`` and optionally ``true_success``: image-question pairs or images, as the task scores them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def _cell_rows(units: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    return [("all", units)] + [(str(t), g) for t, g in units.groupby("prompt_type", sort=True)]
+
+
+def bcc_cells(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int = 0) -> pd.DataFrame:
+    """CC, human and BCC success rates of the cell ``all`` (first row) and of each prompt type.
+
+    ``units`` has ``cc_success`` (0/1), ``human`` (0/1, NaN without a label), ``prompt_type`` and optionally
+    ``true_success``. All cells with labelled and unlabelled images are fitted in one batched BCC model; a cell
+    whose images are all labelled takes the human posterior ``Beta(s + 1, B - s + 1)``; a cell without labels
+    has no BCC rate (NaN). ``bcc_alpha`` / ``bcc_beta`` are the Beta parameters of the BCC posterior (moment
+    matched to the draws). A cell without a human success among its labels is fitted with a prior-only evaluator
+    TPR and marked ``no_human_positives``.
+    """
+    from countboard.quantify import bcc_posterior_batch, beta_from_moments, counts_from_labels
+
+    rows, fit = [], []
+    for name, g in _cell_rows(units):
+        counts = counts_from_labels(g["cc_success"].to_numpy(float), g["human"].to_numpy(float))
+        row = {"prompt_type": name, "n": len(g), "n_labelled": counts.n_human,
+               "cc_rate": float(g["cc_success"].mean()),
+               "human_rate": counts.s_human / counts.n_human if counts.n_human else np.nan,
+               "evaluator_tpr": counts.tp / counts.s_human if counts.s_human else np.nan,
+               "evaluator_fpr": counts.fp / (counts.fp + counts.tn) if counts.fp + counts.tn else np.nan,
+               "true_rate": float(g["true_success"].mean()) if "true_success" in g else np.nan,
+               "bcc_rate": np.nan, "bcc_low": np.nan, "bcc_high": np.nan, "bcc_alpha": np.nan, "bcc_beta": np.nan,
+               "no_human_positives": bool(counts.n_human and counts.s_human == 0)}  # fmt: skip
+        if counts.n_human and counts.n_m:
+            fit.append((len(rows), counts))
+        elif counts.n_human:
+            rng = np.random.default_rng(seed)
+            a, b = counts.s_human + 1, counts.n_human - counts.s_human + 1
+            row |= _interval(rng.beta(a, b, size=draws * chains)) | {"bcc_alpha": float(a), "bcc_beta": float(b)}
+        rows.append(row)
+    if fit:
+        cols = ("tp", "fn", "fp", "tn", "s_m", "n_m")
+        arrays = [np.array([getattr(c, k) for _, c in fit]) for k in cols]
+        post = bcc_posterior_batch(*arrays, draws=draws, chains=chains, seed=seed, allow_no_human_positives=True)
+        for (i, _), p in zip(fit, post, strict=True):
+            a, b = beta_from_moments(p)
+            rows[i] |= _interval(p) | {"bcc_alpha": float(a), "bcc_beta": float(b)}
+    return pd.DataFrame(rows)
+
+
+def bcc_report(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int = 0,
+               cells: pd.DataFrame | None = None) -> tuple[dict[str, float], pd.DataFrame]:  # fmt: skip
+    """CC, human and BCC success rates overall (metrics) and per prompt type (table); see ``bcc_cells``.
+
+    ``cells`` is the output of ``bcc_cells(units, ...)`` when the caller already has it (it is fitted otherwise).
+    """
+    table = bcc_cells(units, draws, chains, seed) if cells is None else cells.copy()
+    overall = table.iloc[0]
+    metrics = {
+        "autoeval_cc_rate": overall["cc_rate"], "autoeval_bcc_rate": overall["bcc_rate"],
+        "autoeval_bcc_rate_low": overall["bcc_low"], "autoeval_bcc_rate_high": overall["bcc_high"],
+        "autoeval_human_rate": overall["human_rate"], "autoeval_evaluator_tpr": overall["evaluator_tpr"],
+        "autoeval_evaluator_fpr": overall["evaluator_fpr"], "autoeval_n_images": float(overall["n"]),
+        "autoeval_n_labelled": float(overall["n_labelled"]),
+    }  # fmt: skip
+    if "true_success" in units:
+        metrics["autoeval_true_rate"] = overall["true_rate"]
+    metrics = {k: float(v) for k, v in metrics.items() if pd.notna(v)}
+    table["accuracy"] = table["bcc_rate"].fillna(table["cc_rate"])
+    return metrics, table.iloc[1:].reset_index(drop=True)
+
+
+def _interval(draws: np.ndarray) -> dict[str, float]:
+    lo, hi = np.quantile(draws, [0.025, 0.975])
+    return {"bcc_rate": float(np.mean(draws)), "bcc_low": float(lo), "bcc_high": float(hi)}
