@@ -112,6 +112,30 @@ def test_mosaic_oracle_and_class_blind(shapes, ctx):
     assert blind.metrics["mosaic_wdp"] > 0
 
 
+class ForbidDensity(OracleCounter):
+    """An oracle that refuses to count once ``summarize`` starts: what it needs must come from the records."""
+
+    closed = False
+
+    def density(self, items, prompts):
+        if self.closed:
+            raise AssertionError("summarize ran the model")
+        return super().density(items, prompts)
+
+
+def test_mosaic_summarize_does_not_run_the_model(shapes, ctx):
+    task, model = PracoMosaic(n_figures=3), ForbidDensity()
+    units = list(task.units(model, shapes, ctx))
+    records = [r for half in (units[:17], units[17:]) for r in task.run_units(model, shapes, half, ctx)]
+    model.closed = True
+    result = task.summarize(pd.DataFrame(records), model, shapes, ctx)
+    assert sorted(result.figures) == ["mosaic_00", "mosaic_01", "mosaic_02"]
+    assert "figure_png" not in result.tables["mosaic_pairs"]
+    # the figures stand at evenly spaced units of the whole list, whatever the chunks
+    picked = result.tables["mosaic_pairs"].dropna(subset=["figure"])["unit_id"].tolist()
+    assert picked == [units[0], units[len(units) // 2], units[-1]]
+
+
 def test_mosaic_artifacts(shapes, ctx):
     _, result = run(PracoMosaic(n_figures=2), OracleCounter(), shapes, ctx)
     pairs = result.tables["mosaic_pairs"]

@@ -249,6 +249,7 @@ class PracoMosaic(Task):
         self.n_figures = int(n_figures)
         self._single: dict[str, float] = {}
         self._official_partners: dict[tuple[str, str], str] | None = None
+        self._figure_units: dict[str, int] | None = None
 
     def units(self, model: Any, dataset: ImageDataset, ctx: RunContext) -> list[str]:
         classes, ids = select_classes(dataset, self.classes)
@@ -311,7 +312,27 @@ class PracoMosaic(Task):
                     records[uid] = self._record(uid, mosaic, other, np.asarray(dmap), dataset)
                 except Exception as exc:
                     records[uid] = error_record(uid, "counting the mosaic failed", exc)
+                    continue
+                self._add_figure(records[uid], mosaic, np.asarray(dmap), model, dataset, ctx)
         return [records[u] for u in unit_ids]
+
+    def _add_figure(self, record: dict, mosaic: Mosaic, dmap: np.ndarray, model: Any, dataset: ImageDataset,
+                    ctx: RunContext) -> None:
+        """Draw the figure of a unit picked for one while its density map is at hand (evenly over all units)."""
+        if self._figure_units is None:
+            units = self.units(model, dataset, ctx)
+            n = min(self.n_figures, len(units))
+            picks = np.linspace(0, len(units) - 1, n).round().astype(int) if n else []
+            self._figure_units = {units[int(i)]: k for k, i in enumerate(picks)}
+        k = self._figure_units.get(record["unit_id"])
+        if k is None:
+            return
+        try:
+            record["figure"] = f"{k:02d}"
+            record["figure_png"] = self._sample_figure(mosaic, dmap, record["gt"])
+        except Exception as exc:  # a figure never costs the metrics
+            record.pop("figure", None)
+            log.warning("mosaic figure %d skipped: %s: %s", k, type(exc).__name__, exc)
 
     def _count_singles(self, model: Any, items: list[ImageItem], ctx: RunContext) -> None:
         """``c_ii``: each positive image alone, prompted with its own class (once per image per job)."""
@@ -369,19 +390,15 @@ class PracoMosaic(Task):
         gt_cells = _stack(records["gt_cells"]).reshape(-1, g, g)
         metrics.update(localized_mosaic_metrics(pred_cells, gt_cells, r))
         metrics.update(mosaic_official(records, upper, lower, gt, images, classes, r, self.official_rounding))
-        pairs = records.drop(columns=["pred_cells", "gt_cells"]).rename(
+        figures = {}
+        if "figure_png" in records:
+            drawn = records.dropna(subset=["figure_png"])
+            figures = {f"mosaic_{k}": bytes(png) for k, png in zip(drawn["figure"], drawn["figure_png"], strict=True)}
+        pairs = records.drop(columns=["pred_cells", "gt_cells", "figure_png"], errors="ignore").rename(
             columns={"upper": "c_pos", "lower": "c_neg", "single": "c_single"})
         pairs["drift"] = drift[r, c]
-        n = min(self.n_figures, len(records))
-        picks = np.linspace(0, len(records) - 1, n).round().astype(int) if n else np.zeros(0, int)
-        pairs["figure"] = None
-        figures = {}
-        for k, idx in enumerate(picks):
-            try:
-                figures[f"mosaic_{k:02d}"] = self._sample_figure(records.iloc[int(idx)], model, dataset, ctx)
-                pairs.loc[pairs.index[int(idx)], "figure"] = f"{k:02d}"
-            except Exception as exc:  # a figure never costs the metrics
-                log.warning("mosaic figure %d skipped: %s: %s", k, type(exc).__name__, exc)
+        if "figure" not in pairs:
+            pairs["figure"] = None
         tables = {"mosaic_pairs": pairs,
                   "mosaic_upper": _matrix_table(upper, images, classes, gt),
                   "mosaic_lower": _matrix_table(lower, images, classes, gt)}
@@ -391,22 +408,21 @@ class PracoMosaic(Task):
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
                           tags={"praco.orientation": self.orientation, "praco.mosaic": self.mosaic})
 
-    def _sample_figure(self, rec: pd.Series, model: Any, dataset: ImageDataset, ctx: RunContext) -> bytes:
-        """The mosaic of one record and its density map, titled with the counts of both halves."""
+    def _sample_figure(self, mosaic: Mosaic, dmap: np.ndarray, gt: int) -> bytes:
+        """The mosaic and its density map (PNG), titled with the counts of both halves."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         from scipy.ndimage import gaussian_filter
 
-        mosaic, _ = self._mosaic(dataset, rec["unit_id"], ctx, {})
-        dmap = np.asarray(model.density([mosaic.item], [mosaic.item.class_name])[0], dtype=np.float64)
+        dmap = np.asarray(dmap, dtype=np.float64)
         up, low = mosaic.split(dmap)
         vertical = self.orientation == "vertical"
         h, w = mosaic.item.size
         fig, axes = plt.subplots(1, 2, figsize=(2 * 3.0 * w / max(h, w) + 0.4, 3.0 * h / max(h, w) + 0.6))
         axes[0].imshow(mosaic.item.image)
-        axes[0].set_title(f"prompt: {mosaic.item.class_name}\n(gt {rec['gt']})", fontsize=7)
+        axes[0].set_title(f"prompt: {mosaic.item.class_name}\n(gt {gt})", fontsize=7)
         # point-mass maps (detections, annotations) are invisible at figure scale without a blur
         axes[1].imshow(gaussian_filter(dmap, sigma=max(dmap.shape) / 150), cmap="jet")
         halves = ("top", "bottom") if vertical else ("left", "right")
