@@ -61,7 +61,7 @@ def test_density_sum_matches_loop(seed):
     boxes, scores = _random_boxes(rng, 40), rng.uniform(size=40)
     size = (48, 40)
     dens = detections_to_density(boxes, scores, size, 0.4, 0.5)
-    inside = [i for i in range(40) if scores[i] >= 0.4 and 0 <= (boxes[i, 0] + boxes[i, 2]) / 2 < size[0]
+    inside = [i for i in range(40) if scores[i] > 0.4 and 0 <= (boxes[i, 0] + boxes[i, 2]) / 2 < size[0]
               and 0 <= (boxes[i, 1] + boxes[i, 3]) / 2 < size[1]]
     expected = len(_nms_loop(boxes[inside], scores[inside], 0.5))
     assert dens.sum() == expected
