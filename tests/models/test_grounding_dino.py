@@ -101,6 +101,7 @@ def test_detections_equal_post_process_grounded_object_detection(counter, make_i
                 order = np.argsort(-lib_scores[inside], kind="stable")
                 np.testing.assert_allclose(scores, lib_scores[inside][order], rtol=1e-5)
                 np.testing.assert_allclose(boxes[:, [1, 0, 3, 2]], lib_boxes[inside][order], atol=1e-3)
+                assert counter.count([item], [prompt])[0] == inside.sum()
                 n_lib += len(lib_scores)
     finally:
         counter.nms_iou = 0.5
