@@ -105,7 +105,7 @@ def detections_to_density(boxes: np.ndarray, scores: np.ndarray, size: tuple[int
 
     Example:
         >>> boxes = np.array([[0, 0, 4, 4], [0, 0, 4, 4], [4, 4, 8, 8]])
-        >>> detections_to_density(boxes, np.array([0.9, 0.8, 0.1]), (8, 8), 0.5, 0.5).sum()
+        >>> float(detections_to_density(boxes, np.array([0.9, 0.8, 0.1]), (8, 8), 0.5, 0.5).sum())
         1.0
     """
     kept, _ = select_detections(boxes, scores, size, score_threshold, nms_iou)
