@@ -112,3 +112,12 @@ def test_probabilities_equal_transformers_logits_through_sigmoid(counter, make_i
         np.testing.assert_allclose(probs, expected.numpy(), atol=1e-5)
         if item is sized:
             np.testing.assert_allclose(probs, torch.sigmoid(logits[:, 0]).numpy(), atol=1e-5)
+
+
+def test_docstring_examples():
+    import doctest
+
+    from countboard.models import clipseg
+
+    result = doctest.testmod(clipseg)
+    assert result.attempted >= 2 and result.failed == 0

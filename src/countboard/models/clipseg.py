@@ -49,7 +49,8 @@ def regions_to_density(prob: np.ndarray, threshold: float, min_region: int) -> n
 
     Example:
         >>> p = np.zeros((5, 5)); p[0, 0:2] = [0.9, 0.6]; p[3:5, 3:5] = 0.8; p[4, 0] = 0.7
-        >>> regions_to_density(p, 0.5, 2).sum(), regions_to_density(p, 0.5, 2)[0, 0].round(2)
+        >>> d = regions_to_density(p, 0.5, 2)
+        >>> float(d.sum()), round(float(d[0, 0]), 2)
         (2.0, 0.6)
     """
     mask = prob >= threshold
