@@ -175,35 +175,38 @@ def _clip_boxes(boxes: np.ndarray, n: int, shape: tuple[int, int]) -> np.ndarray
 
 
 class _Buffers:
-    """Work arrays reused across chunks (fresh multi-megabyte arrays per chunk cost page faults)."""
+    """Work arrays reused across chunks (fresh multi-megabyte arrays per chunk cost page faults).
+
+    ``ab[:, 0]`` holds the normalised maps and ``ab[:, 1]`` their ``>= 0.5`` masks, side by side per map, so one
+    matrix product serves the soft and the binary sums.
+    """
 
     def __init__(self, n: int, h: int, w: int):
-        self.a = np.empty((n, h, w), dtype=np.float32)
-        self.b = np.empty((n, h, w), dtype=np.float32)
+        self.ab = np.empty((n, 2, h, w), dtype=np.float32)
         self.d = np.empty((n, h, w), dtype=np.float32)
 
 
-def _mass_sums(a: np.ndarray, boxes: np.ndarray, buf: _Buffers) -> tuple[np.ndarray, ...]:
+def _mass_sums(ab: np.ndarray, boxes: np.ndarray, buf: _Buffers) -> tuple[np.ndarray, ...]:
     """Per map: mass inside the box, total mass, the same for ``a >= 0.5``, and ``Σ A·max(D, 0)`` for both.
 
-    The box mask is separable (rows × columns), so box sums are one batched matrix product with the column mask
-    (and a column of ones for the totals) followed by a dot product with the row mask.
+    ``ab`` is ``(n, 2, H, W)`` with the normalised maps in ``ab[:, 0]``; ``ab[:, 1]`` is filled here with their
+    binary masks. The box mask is separable (rows × columns), so box sums are one batched matrix product with the
+    column mask (and a column of ones for the totals) followed by a dot product with the row mask.
     """
-    n, h, w = a.shape
+    n, _, h, w = ab.shape
     rows, cols = np.arange(h), np.arange(w)
     y0, x0, y1, x1 = (boxes[:, k, None] for k in range(4))
     row_in = ((rows >= y0) & (rows < y1)).astype(np.float64)
     probe = np.stack([((cols >= x0) & (cols < x1)).astype(np.float32), np.ones((n, w), np.float32)], axis=2)
-    sums = (a @ probe).astype(np.float64)
-    binary = np.greater_equal(a, BINARY_THRESHOLD, out=buf.b[:n], casting="unsafe")
-    bsums = (binary @ probe).astype(np.float64)
+    np.greater_equal(ab[:, 0], BINARY_THRESHOLD, out=ab[:, 1], casting="unsafe")
+    sums = (ab.reshape(n, 2 * h, w) @ probe).astype(np.float64).reshape(n, 2, h, 2)
     dy = np.maximum(np.maximum(y0 - rows, rows - y1), 0).astype(np.float32)
     dx = np.maximum(np.maximum(x0 - cols, cols - x1), 0).astype(np.float32)
-    dist = np.maximum(dy[:, :, None], dx[:, None, :], out=buf.d[:n]).reshape(n, 1, h * w)
-    penalty = (dist @ a.reshape(n, h * w, 1))[:, 0, 0].astype(np.float64)
-    b_penalty = (dist @ binary.reshape(n, h * w, 1))[:, 0, 0].astype(np.float64)
-    return (np.einsum("nh,nh->n", row_in, sums[:, :, 0]), sums[:, :, 1].sum(axis=1),
-            np.einsum("nh,nh->n", row_in, bsums[:, :, 0]), bsums[:, :, 1].sum(axis=1), penalty, b_penalty)
+    dist = np.maximum(dy[:, :, None], dx[:, None, :], out=buf.d[:n]).reshape(n, h * w, 1)
+    penalty = (ab.reshape(n, 2, h * w) @ dist)[:, :, 0].astype(np.float64)
+    return (np.einsum("nh,nh->n", row_in, sums[:, 0, :, 0]), sums[:, 0, :, 1].sum(axis=1),
+            np.einsum("nh,nh->n", row_in, sums[:, 1, :, 0]), sums[:, 1, :, 1].sum(axis=1),
+            penalty[:, 0], penalty[:, 1])
 
 
 def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, normalize: bool, tie_tol: float,
@@ -221,9 +224,9 @@ def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, n
     span = np.where(valid, xmax, 0) - lo
     empty = span <= 0
     scale = np.where(empty, 0, 1 / np.where(empty, 1, span)) if normalize else np.where(valid, 1.0, 0.0)
-    a = np.subtract(x, lo[:, None, None].astype(np.float32), out=buf.a[:n])
+    a = np.subtract(x, lo[:, None, None].astype(np.float32), out=buf.ab[:n, 0])
     a *= scale[:, None, None].astype(np.float32)
-    s_in, total, b_in, b_total, penalty, b_penalty = _mass_sums(a, boxes, buf)
+    s_in, total, b_in, b_total, penalty, b_penalty = _mass_sums(buf.ab[:n], boxes, buf)
     y0, x0, y1, x1 = (boxes[:, k] for k in range(4))
     area = ((y1 - y0) * (x1 - x0)).astype(np.float64)
     fy, fx = first // w, first % w
@@ -238,6 +241,11 @@ def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, n
     else:
         several = first != last
     for k in np.flatnonzero(valid & ~empty & (top > tau) & several):
+        if tie_tol == 0:
+            # exact ties, local maxima and their order do not change under the (increasing) normalisation, and the
+            # tied maxima equal the top value, already known to exceed tau: the raw map decides as well
+            uncertain[k] = pg_uncertain(x[k], tuple(boxes[k]), tau=-np.inf, delta=delta)
+            continue
         xk = x[k].astype(np.float64)
         ak = (xk - lo[k]) / span[k] if normalize else xk
         uncertain[k] = pg_uncertain(ak, tuple(boxes[k]), tau=tau, delta=delta, tie_tol=tie_tol)

@@ -95,3 +95,29 @@ def test_cached_features_with_batched_prompts_equal_per_pair_calls(counter, make
     counter.prompt_batch_size = 32
     for (i, p), m in zip(pairs, batched, strict=True):
         np.testing.assert_allclose(m, counter.density([items[i]], [p])[0], atol=1e-5)
+
+
+def test_probabilities_equal_transformers_logits_through_sigmoid(counter, make_items):
+    """transformers' CLIPSeg: processor, full forward, ``sigmoid(logits)``. At the model's output size the adapter's
+    probabilities are exactly that; at image size they are the logits resized bilinearly, then the sigmoid."""
+    sized = make_items(1, seed=14, sizes=((64, 64),))[0]
+    other = make_items(1, seed=15)[0]
+    for item in (sized, other):
+        inputs = counter.processor(text=PROMPTS, images=[item.image] * len(PROMPTS), padding=True,
+                                   return_tensors="pt")
+        with torch.no_grad():
+            logits = counter.model(**inputs).logits.reshape(len(PROMPTS), 1, 64, 64)
+        probs = counter.probabilities(counter.encode_images([item])[0], PROMPTS)
+        expected = torch.sigmoid(torch.nn.functional.interpolate(logits, size=item.size, mode="bilinear"))[:, 0]
+        np.testing.assert_allclose(probs, expected.numpy(), atol=1e-5)
+        if item is sized:
+            np.testing.assert_allclose(probs, torch.sigmoid(logits[:, 0]).numpy(), atol=1e-5)
+
+
+def test_docstring_examples():
+    import doctest
+
+    from countboard.counting.models import clipseg
+
+    result = doctest.testmod(clipseg)
+    assert result.attempted >= 2 and result.failed == 0

@@ -61,7 +61,26 @@ def test_density_sum_matches_loop(seed):
     boxes, scores = _random_boxes(rng, 40), rng.uniform(size=40)
     size = (48, 40)
     dens = detections_to_density(boxes, scores, size, 0.4, 0.5)
-    inside = [i for i in range(40) if scores[i] >= 0.4 and 0 <= (boxes[i, 0] + boxes[i, 2]) / 2 < size[0]
+    inside = [i for i in range(40) if scores[i] > 0.4 and 0 <= (boxes[i, 0] + boxes[i, 2]) / 2 < size[0]
               and 0 <= (boxes[i, 1] + boxes[i, 3]) / 2 < size[1]]
     expected = len(_nms_loop(boxes[inside], scores[inside], 0.5))
     assert dens.sum() == expected
+
+
+def test_threshold_is_strict_as_in_transformers():
+    """transformers keeps ``score > threshold``; a score equal to the threshold is not counted."""
+    from countboard.counting.models.detect_count import select_detections
+
+    boxes = np.array([[0, 0, 4, 4], [8, 8, 12, 12]])
+    kept, scores = select_detections(boxes, np.array([0.5, 0.75]), (16, 16), 0.5, 1.0)
+    assert scores.tolist() == [0.75] and kept.tolist() == [[8.0, 8.0, 12.0, 12.0]]
+    assert detections_to_density(boxes, np.array([0.5, 0.5]), (16, 16), 0.5, 1.0).sum() == 0
+
+
+def test_docstring_examples():
+    import doctest
+
+    from countboard.counting.models import detect_count
+
+    result = doctest.testmod(detect_count)
+    assert result.attempted >= 4 and result.failed == 0

@@ -22,7 +22,7 @@ def _direct_counts(counter: Owlv2Counter, item, prompts, threshold, nms_iou):
         cands = []
         for p in range(scores.shape[0]):
             cx, cy, w, h = (out.pred_boxes[0, p].numpy() * side).tolist()
-            if scores[p, q] >= threshold and 0 <= cy < item.size[0] and 0 <= cx < item.size[1]:
+            if scores[p, q] > threshold and 0 <= cy < item.size[0] and 0 <= cx < item.size[1]:
                 cands.append((scores[p, q], (cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2)))
         cands.sort(key=lambda c: -c[0])
         kept = []
@@ -94,3 +94,52 @@ def test_lower_threshold_never_counts_fewer(counter, make_items):
 def test_missing_weights_raise_config_error(tmp_path):
     with pytest.raises(ConfigError, match="model.model_id"):
         Owlv2Counter(model_id=str(tmp_path / "nowhere"))
+
+
+def _library_detections(counter, item, prompt, threshold):
+    """transformers' own path: processor, full model forward, ``post_process_object_detection``."""
+    inputs = counter.processor(text=[[prompt]], images=[item.image], return_tensors="pt")
+    with torch.no_grad():
+        out = counter.model(**inputs)
+    res = counter.processor.image_processor.post_process_object_detection(out, threshold=threshold,
+                                                                          target_sizes=[item.size])[0]
+    return res["boxes"].numpy(), res["scores"].numpy()
+
+
+def _centre_inside(xyxy, size):
+    cx, cy = (xyxy[:, 0] + xyxy[:, 2]) / 2, (xyxy[:, 1] + xyxy[:, 3]) / 2
+    return (cy >= 0) & (cy < size[0]) & (cx >= 0) & (cx < size[1])
+
+
+@pytest.mark.parametrize("threshold", [0.45, 0.5])
+def test_detections_equal_transformers_post_processing_and_pipeline(counter, threshold, make_items):
+    """Same boxes and scores as transformers; the adapter only drops boxes centred in the padding (and runs NMS,
+    switched off here): both intended, documented in docs/counters.md."""
+    from PIL import Image
+    from transformers import pipeline
+
+    counter.score_threshold, counter.nms_iou = threshold, 1.0
+    detector = pipeline("zero-shot-object-detection", model=counter.model, tokenizer=counter.processor.tokenizer,
+                        image_processor=counter.processor.image_processor, device="cpu")
+    n_lib = n_padding = 0
+    try:
+        for item in make_items(3, seed=11):
+            feats = counter.encode_images([item])
+            found = counter.detect(feats * len(PROMPTS), PROMPTS)
+            piped = detector(Image.fromarray(item.image), candidate_labels=PROMPTS, threshold=threshold)
+            for prompt, (boxes, scores) in zip(PROMPTS, found, strict=True):
+                lib_boxes, lib_scores = _library_detections(counter, item, prompt, threshold)
+                inside = _centre_inside(lib_boxes, item.size)
+                n_lib, n_padding = n_lib + len(lib_scores), n_padding + int((~inside).sum())
+                order = np.argsort(-lib_scores[inside], kind="stable")
+                np.testing.assert_allclose(scores, lib_scores[inside][order], rtol=1e-5)
+                np.testing.assert_allclose(boxes[:, [1, 0, 3, 2]], lib_boxes[inside][order], atol=1e-3)
+                from_pipe = [d for d in piped if d["label"] == prompt]
+                assert sorted(d["score"] for d in from_pipe) == pytest.approx(sorted(lib_scores.tolist()), rel=1e-5)
+                pipe_boxes = sorted((d["box"]["xmin"], d["box"]["ymin"], d["box"]["xmax"], d["box"]["ymax"])
+                                    for d in from_pipe)
+                assert pipe_boxes == sorted(tuple(int(v) for v in b) for b in lib_boxes.tolist())
+                assert counter.count([item], [prompt])[0] == inside.sum()
+    finally:
+        counter.score_threshold, counter.nms_iou = 0.5, 0.5
+    assert n_lib > n_padding > 0  # not vacuous: boxes on both sides of the image edge

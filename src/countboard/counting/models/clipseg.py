@@ -49,7 +49,8 @@ def regions_to_density(prob: np.ndarray, threshold: float, min_region: int) -> n
 
     Example:
         >>> p = np.zeros((5, 5)); p[0, 0:2] = [0.9, 0.6]; p[3:5, 3:5] = 0.8; p[4, 0] = 0.7
-        >>> regions_to_density(p, 0.5, 2).sum(), regions_to_density(p, 0.5, 2)[0, 0].round(2)
+        >>> d = regions_to_density(p, 0.5, 2)
+        >>> float(d.sum()), round(float(d[0, 0]), 2)
         (2.0, 0.6)
     """
     mask = prob >= threshold
@@ -144,11 +145,22 @@ class ClipSegCounter(Counter):
             raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
         out: list[np.ndarray | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
-            logits = self.logits(feat, [prompts[i] for i in idx])
+            probs = self.probabilities(feat, [prompts[i] for i in idx])
             h, w = feat.size
-            probs = torch.sigmoid(torch.nn.functional.interpolate(
-                logits[:, None].float(), size=(h, w), mode="bilinear", align_corners=False)[:, 0]).cpu().numpy()
             min_region = int(np.ceil(self.min_region_frac * h * w))
             for q, i in enumerate(idx):
                 out[i] = regions_to_density(probs[q], self.mask_threshold, min_region)
         return out
+
+    @torch.inference_mode()
+    def probabilities(self, features: ClipSegImageFeatures, prompts: Sequence[str]) -> np.ndarray:
+        """``(len(prompts), H, W)`` foreground probabilities at image size: logits resized bilinearly, then sigmoid.
+
+        At the model's output size this is exactly ``sigmoid(logits)`` of transformers' CLIPSeg; the resize comes
+        before the sigmoid so the probabilities stay smooth logistic functions of interpolated evidence.
+        """
+        logits = self.logits(features, prompts)
+        h, w = features.size
+        up = torch.nn.functional.interpolate(logits[:, None].float(), size=(h, w), mode="bilinear",
+                                             align_corners=False)[:, 0]
+        return torch.sigmoid(up).cpu().numpy()

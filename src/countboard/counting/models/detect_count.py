@@ -1,6 +1,6 @@
 """Shared pieces of the detect-then-count counters (OWLv2, Grounding DINO): box formats and non-maximum suppression.
 
-Detections above a score threshold that survive NMS become unit masses at their box centres
+Detections above a score threshold (strictly, as transformers' post-processing) that survive NMS become unit masses at their box centres
 (``countboard.models.base.boxes_to_density``), so the count is the number of kept boxes.
 """
 
@@ -66,28 +66,47 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarr
     return order[keep]
 
 
-def detections_to_density(boxes: np.ndarray, scores: np.ndarray, size: tuple[int, int], score_threshold: float,
-                          nms_iou: float) -> np.ndarray:
-    """Density map with unit mass at the centre of each box scoring at least ``score_threshold`` that survives NMS.
+def select_detections(boxes: np.ndarray, scores: np.ndarray, size: tuple[int, int], score_threshold: float,
+                      nms_iou: float) -> tuple[np.ndarray, np.ndarray]:
+    """The counted detections: score above ``score_threshold``, centre inside the image, kept by NMS.
 
-    Boxes whose centre falls outside the image (in the padding some processors add) are not counted.
+    The threshold is strict (``score > score_threshold``), as in transformers' ``post_process_object_detection``
+    and ``post_process_grounded_object_detection``. Boxes whose centre falls outside the image (in the padding some
+    processors add) are not counted.
 
     Args:
         boxes: ``(K, 4)`` pixel boxes ``(y0, x0, y1, x1)``.
         scores: ``(K,)`` detection scores in ``[0, 1]``.
         size: ``(H, W)`` of the image.
-        score_threshold: Minimum score of a counted detection.
+        score_threshold: A counted detection scores above it.
         nms_iou: IoU above which the lower-scoring of two overlapping detections is dropped.
+
+    Returns:
+        ``(boxes, scores)`` of the kept detections, best score first.
+
+    Example:
+        >>> boxes = np.array([[0, 0, 4, 4], [0, 0, 4, 4], [4, 4, 8, 8], [9, 9, 12, 12]])
+        >>> kept, s = select_detections(boxes, np.array([0.9, 0.8, 0.5, 0.7]), (8, 8), 0.5, 0.5)
+        >>> kept.tolist(), s.tolist()
+        ([[0.0, 0.0, 4.0, 4.0]], [0.9])
+    """
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    cy, cx = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+    sel = (scores > score_threshold) & (cy >= 0) & (cy < size[0]) & (cx >= 0) & (cx < size[1])
+    boxes, scores = boxes[sel], scores[sel]
+    keep = nms(boxes, scores, nms_iou)
+    return boxes[keep], scores[keep]
+
+
+def detections_to_density(boxes: np.ndarray, scores: np.ndarray, size: tuple[int, int], score_threshold: float,
+                          nms_iou: float) -> np.ndarray:
+    """Density map with unit mass at the centre of each detection kept by ``select_detections``.
 
     Example:
         >>> boxes = np.array([[0, 0, 4, 4], [0, 0, 4, 4], [4, 4, 8, 8]])
-        >>> detections_to_density(boxes, np.array([0.9, 0.8, 0.1]), (8, 8), 0.5, 0.5).sum()
+        >>> float(detections_to_density(boxes, np.array([0.9, 0.8, 0.1]), (8, 8), 0.5, 0.5).sum())
         1.0
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    cy, cx = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
-    sel = (scores >= score_threshold) & (cy >= 0) & (cy < size[0]) & (cx >= 0) & (cx < size[1])
-    boxes, scores = boxes[sel], scores[sel]
-    keep = nms(boxes, scores, nms_iou)
-    return boxes_to_density(boxes[keep], None, size)
+    kept, _ = select_detections(boxes, scores, size, score_threshold, nms_iou)
+    return boxes_to_density(kept, None, size)

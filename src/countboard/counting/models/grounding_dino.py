@@ -7,9 +7,12 @@ broadcast over the batch (the model's own backbone module is wrapped so its forw
 
 Each prompt is queried alone (``"<prompt>."``), never together with other class names: Grounding DINO assigns
 each box to the best-matching phrase, so prompting several classes at once would tell it which classes compete
-and would change the negative-label test. A box is counted when its best token probability reaches
-``box_threshold`` (and ``text_threshold``, which HF's post-processing uses to name the box); kept boxes then go
-through NMS and become unit masses at their centres. At most ``num_queries`` (900) objects can be counted.
+and would change the negative-label test. A box is counted when its best token probability exceeds
+``box_threshold`` and ``text_threshold`` (HF's post-processing keeps boxes above ``box_threshold`` and uses
+``text_threshold`` only to name them: a box no token of which passes ``text_threshold`` has no label there, and is
+not counted here); kept boxes whose centre lies in the image then go through NMS and become unit masses at their
+centres. With ``text_threshold <= box_threshold`` and NMS off, the boxes and scores equal transformers'
+``post_process_grounded_object_detection``. At most ``num_queries`` (900) objects can be counted.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from countboard.counting.models.detect_count import cxcywh_to_yxyx, detections_to_density
+from countboard.counting.models.detect_count import cxcywh_to_yxyx, select_detections
 from countboard.counting.models.prompt_batching import group_by_image
 from countboard.items import ImageItem
-from countboard.models.base import Counter
+from countboard.models.base import Counter, boxes_to_density
 from countboard.models.hf_loading import load_pretrained
 
 
@@ -63,8 +66,8 @@ class GroundingDinoCounter(Counter):
 
     Args:
         model_id: Hub id or local directory with a ``GroundingDinoForObjectDetection`` and its processor.
-        box_threshold: Minimum box score (best token probability) of a counted detection.
-        text_threshold: Minimum token probability for the box to carry the prompt's label.
+        box_threshold: A counted detection's box score (best token probability) is above it.
+        text_threshold: A counted detection has a token probability above it (the box carries the prompt's label).
         nms_iou: IoU above which overlapping detections are merged (``1.0`` disables NMS).
         prompt_template: Format string applied to each (lower-cased) prompt; Grounding DINO expects a final ``.``.
         prompt_batch_size: Prompts per fusion-encoder/decoder batch.
@@ -140,16 +143,25 @@ class GroundingDinoCounter(Counter):
                 for k in range(0, len(group), self.prompt_batch_size)]
 
     @torch.inference_mode()
-    def decode(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
-        """Fusion encoder + decoder once per chunk of an image's prompts, over the cached backbone output."""
+    def detect(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]
+               ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Counted detections per (image, prompt) pair: pixel boxes ``(y0, x0, y1, x1)`` and scores.
+
+        Fusion encoder + decoder once per chunk of an image's prompts, over the cached backbone output.
+        """
         if len(features) != len(prompts):
             raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
         threshold = max(self.box_threshold, self.text_threshold)
-        out: list[np.ndarray | None] = [None] * len(prompts)
+        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             for chunk in self._same_length_chunks([prompts[i] for i in idx], idx):
                 scores, boxes = self.scores_and_boxes(feat, [prompts[i] for i in chunk])
                 for q, i in enumerate(chunk):
                     pix = cxcywh_to_yxyx(boxes[q], feat.size)
-                    out[i] = detections_to_density(pix, scores[q], feat.size, threshold, self.nms_iou)
+                    out[i] = select_detections(pix, scores[q], feat.size, threshold, self.nms_iou)
         return out
+
+    def decode(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
+        """Unit mass at the centre of each counted detection."""
+        return [boxes_to_density(boxes, None, feat.size)
+                for feat, (boxes, _) in zip(features, self.detect(features, prompts), strict=True)]

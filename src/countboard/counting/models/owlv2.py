@@ -2,8 +2,11 @@
 
 The ViT image encoder runs once per image (``encode_images``) and yields, per patch, the class-head input and a
 predicted box. ``decode`` embeds the distinct prompts in one text batch (cached across calls) and scores every
-patch of an image against all of its prompts in one class-head call. Patches scoring at least ``score_threshold``
-that survive NMS are counted as one object each, with unit mass at the box centre.
+patch of an image against all of its prompts in one class-head call. Patches scoring above ``score_threshold``
+whose box centre lies in the image (not in the square padding) and that survive NMS are counted as one object
+each, with unit mass at the box centre. Scores and boxes equal transformers' ``zero-shot-object-detection``
+pipeline and ``post_process_object_detection`` on the same inputs; the centre test and NMS are the intended
+differences (docs/counters.md).
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from countboard.counting.models.detect_count import cxcywh_to_yxyx, detections_to_density
+from countboard.counting.models.detect_count import cxcywh_to_yxyx, select_detections
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image
 from countboard.items import ImageItem
-from countboard.models.base import Counter
+from countboard.models.base import Counter, boxes_to_density
 from countboard.models.hf_loading import load_pretrained
 
 
@@ -41,7 +44,7 @@ class Owlv2Counter(Counter):
 
     Args:
         model_id: Hub id or local directory with an ``Owlv2ForObjectDetection`` and its processor.
-        score_threshold: Minimum sigmoid class score of a counted detection.
+        score_threshold: A counted detection's sigmoid class score is above it (strictly, as in transformers).
         nms_iou: IoU above which overlapping detections are merged (``1.0`` disables NMS).
         prompt_template: Format string applied to each prompt (``"{}"`` keeps it as given).
         image_batch_size: Images per vision-encoder batch in ``encode_images``.
@@ -94,16 +97,24 @@ class Owlv2Counter(Counter):
         return feats
 
     @torch.inference_mode()
-    def decode(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
-        """One class-head call per distinct image, over all of that image's prompts."""
+    def detect(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]
+               ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Counted detections per (image, prompt) pair: pixel boxes ``(y0, x0, y1, x1)`` and scores.
+
+        One class-head call per distinct image, over all of that image's prompts.
+        """
         if len(features) != len(prompts):
             raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
-        out: list[np.ndarray | None] = [None] * len(prompts)
+        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             queries = self._text([prompts[i] for i in idx])
             logits, _ = self.model.class_predictor(feat.patch_feats[None], queries[None])
             scores = torch.sigmoid(logits[0].float()).cpu().numpy()  # (P, Q)
             for q, i in enumerate(idx):
-                out[i] = detections_to_density(feat.boxes, scores[:, q], feat.size, self.score_threshold,
-                                               self.nms_iou)
+                out[i] = select_detections(feat.boxes, scores[:, q], feat.size, self.score_threshold, self.nms_iou)
         return out
+
+    def decode(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
+        """Unit mass at the centre of each counted detection."""
+        return [boxes_to_density(boxes, None, feat.size)
+                for feat, (boxes, _) in zip(features, self.detect(features, prompts), strict=True)]
