@@ -82,8 +82,12 @@ def counts_from_labels(decision: np.ndarray, human: np.ndarray) -> CellCounts:
                       s_m=int(np.sum(d[~labelled] == 1)), n_m=int(np.sum(~labelled)))
 
 
-def cell_report(counts: CellCounts, draws: np.ndarray, rhat: float = np.nan, ess: float = np.nan) -> dict:
+def cell_report(counts: CellCounts, draws: np.ndarray, rhat: float = np.nan, ess: float = np.nan,
+                mean: float | None = None, mcse: float = np.nan) -> dict:
     """Metrics of one cell from its counts and BCC draws of ``p`` (keys as in ``schema/bcc.yaml``).
+
+    ``mean`` is the posterior mean when the fit has a better one than the draws' (the weighted mean of the exact
+    method), ``mcse`` its Monte-Carlo standard error.
 
     Example:
         >>> rng = np.random.default_rng(0)
@@ -99,7 +103,7 @@ def cell_report(counts: CellCounts, draws: np.ndarray, rhat: float = np.nan, ess
     lo, hi = np.quantile(draws, [tail, 1 - tail])
     v, eas = sample_value(a, b, counts.n_human, counts.n_total)
     return {
-        "acs_bcc_mean": float(draws.mean()), "acs_bcc_low": float(lo), "acs_bcc_high": float(hi),
+        "acs_bcc_mean": float(draws.mean() if mean is None else mean), "acs_bcc_low": float(lo), "acs_bcc_high": float(hi),
         "acs_cc_mean": beta_mean(a_cc, b_cc), "acs_human_mean": beta_mean(a_h, b_h),
         "js_bcc_human": js_divergence_beta(a, b, a_h, b_h), "js_cc_human": js_divergence_beta(a_cc, b_cc, a_h, b_h),
         "var_bcc": float(draws.var(ddof=1)), "var_cc": beta_var(a_cc, b_cc), "var_human": beta_var(a_h, b_h),
@@ -107,13 +111,14 @@ def cell_report(counts: CellCounts, draws: np.ndarray, rhat: float = np.nan, ess
         "bcc_alpha": a, "bcc_beta": b, "cc_alpha": a_cc, "cc_beta": b_cc, "human_alpha": a_h, "human_beta": b_h,
         "bcc_tp": counts.tp, "bcc_fn": counts.fn, "bcc_fp": counts.fp, "bcc_tn": counts.tn,
         "acs_n_human": counts.n_human, "acs_n_items": counts.n_total,
-        "bcc_rhat": float(rhat), "bcc_ess": float(ess),
+        "bcc_rhat": float(rhat), "bcc_ess": float(ess), "bcc_mcse": float(mcse),
     }
 
 
 def report_cells(counts: Sequence[CellCounts], names: Sequence[str], sampler: SamplerConfig | None = None, *,
-                 allow_no_human_positives: bool = False) -> tuple[pd.DataFrame, BCCFit]:
-    """Fit all cells in one batched model and return one report row per cell (index ``cell``) and the fit.
+                 allow_no_human_positives: bool = False, method: str = "auto") -> tuple[pd.DataFrame, BCCFit]:
+    """Fit all cells at once (``fit_bcc_batch`` with ``method``) and return one report row per cell (index
+    ``cell``) and the fit.
 
     With ``allow_no_human_positives`` cells with ``tp + fn = 0`` are fitted (their TPR keeps its prior) instead of
     raising ``NoHumanPositivesError``; the table's ``no_human_positives`` column (bool) marks them either way.
@@ -122,8 +127,9 @@ def report_cells(counts: Sequence[CellCounts], names: Sequence[str], sampler: Sa
         raise QuantifyInputError(f"{len(counts)} cells but {len(names)} names")
     table = pd.DataFrame([asdict(c) for c in counts])
     fit = fit_bcc_batch(*(table[c].to_numpy() for c in COUNT_COLUMNS), cells=list(names), sampler=sampler,
-                        allow_no_human_positives=allow_no_human_positives)
-    rows = [cell_report(c, fit.draws[k], fit.rhat[k], fit.ess[k]) for k, c in enumerate(counts)]
+                        allow_no_human_positives=allow_no_human_positives, method=method)
+    rows = [cell_report(c, fit.draws[k], fit.rhat[k], fit.ess[k], fit.mean[k], fit.mcse[k])
+            for k, c in enumerate(counts)]
     report = pd.DataFrame(rows, index=pd.Index(list(names), name="cell"))
     report[NO_HUMAN_POSITIVES] = [c.s_human == 0 for c in counts]
     return report, fit
