@@ -35,6 +35,8 @@ BLOCK_CELLS = 32
 PILOT = 2048
 #: Smallest round of extra proposals (and their granularity).
 ROUND_MIN = 1024
+#: Largest round, in multiples of ``ExactConfig.proposals``.
+ROUND_MAX_FACTOR = 4
 #: Share of the proposals of ``p`` drawn from its prior after the pilot (keeps the weights bounded by 1 / DEFENSIVE).
 DEFENSIVE = 0.1
 #: The adapted proposal of ``p`` has this many times the posterior standard deviation (heavier than the target).
@@ -78,63 +80,83 @@ def _beta_logpdf(x: np.ndarray, a: np.ndarray, b: np.ndarray, log_norm: np.ndarr
     return (a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - log_norm
 
 
+def _mixture(x: np.ndarray, prior: dict[str, np.ndarray], rate: str) -> tuple[np.ndarray, np.ndarray]:
+    """Log densities at ``x`` of the prior of ``rate`` and of its proposal, the defensive mixture
+    ``DEFENSIVE * prior + (1 - DEFENSIVE) * adapted`` (keys ``a_<rate>``, ``b_<rate>`` and ``h<rate>_a`` ...)."""
+    log_prior = _beta_logpdf(x, prior[f"a_{rate}"], prior[f"b_{rate}"], prior[f"n_{rate}"])
+    log_adapted = _beta_logpdf(x, prior[f"h{rate}_a"], prior[f"h{rate}_b"], prior[f"h{rate}_n"])
+    return log_prior, np.logaddexp(np.log(DEFENSIVE) + log_prior, np.log1p(-DEFENSIVE) + log_adapted)
+
+
+def _draw(prior: dict[str, np.ndarray], rate: str, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Draws of ``rate``'s proposal where ``mask`` (elsewhere filler from the same call)."""
+    from_prior = rng.random(mask.shape) < DEFENSIVE
+    a = np.where(from_prior, prior[f"a_{rate}"], prior[f"h{rate}_a"])
+    b = np.where(from_prior, prior[f"b_{rate}"], prior[f"h{rate}_b"])
+    return rng.beta(a, b)
+
+
 def _propose(prior: dict[str, np.ndarray], n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """``n`` weighted proposals for each cell of ``prior`` (arrays of shape ``(k, 1)``): ``p, tpr, fpr, log w``.
 
-    ``p`` comes from the mixture ``DEFENSIVE * prior + (1 - DEFENSIVE) * Beta(h_a, h_b)`` (the keys ``h_a``, ``h_b``;
-    with the prior's own parameters there, the prior alone).
+    ``p``, ``q`` and the rate drawn directly (``fpr`` in A, ``tpr`` in B) come from defensive mixtures of their
+    priors (for ``q``: ``g``) and their adapted proposals (see ``_mixture``; before adaptation both parts are the
+    prior). The weight is target / proposal with ``L(q) = c g(q)``.
     """
     k = prior["a_p"].shape[0]
-    from_prior = rng.random((k, n)) < DEFENSIVE
-    p = rng.beta(np.where(from_prior, prior["a_p"], prior["h_a"]), np.where(from_prior, prior["b_p"], prior["h_b"]))
-    q = rng.beta(prior["a_q"], prior["b_q"], size=(k, n))
+    p = _draw(prior, "p", np.ones((k, n), dtype=bool), rng)
+    q = _draw(prior, "q", np.ones((k, n), dtype=bool), rng)
     use_a = rng.random((k, n)) < 0.5
-    # proposal A draws fpr from its prior, B draws tpr: one Beta call with per-draw parameters
-    x = rng.beta(np.where(use_a, prior["a_f"], prior["a_t"]), np.where(use_a, prior["b_f"], prior["b_t"]))
+    x_f, x_t = _draw(prior, "f", use_a, rng), _draw(prior, "t", ~use_a, rng)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        tpr = np.where(use_a, (q - (1 - p) * x) / p, x)
-        fpr = np.where(use_a, x, (q - p * tpr) / (1 - p))
+        tpr = np.where(use_a, (q - (1 - p) * x_f) / p, x_t)
+        fpr = np.where(use_a, x_f, (q - p * tpr) / (1 - p))
         valid = (tpr > 0) & (tpr < 1) & (fpr > 0) & (fpr < 1) & (p > 0) & (p < 1)
         t_ok, f_ok, p_ok = np.where(valid, tpr, 0.5), np.where(valid, fpr, 0.5), np.where(valid, p, 0.5)
-        lt = _beta_logpdf(t_ok, prior["a_t"], prior["b_t"], prior["n_t"])
-        lf = _beta_logpdf(f_ok, prior["a_f"], prior["b_f"], prior["n_f"])
-        log_mix = np.logaddexp(np.log(p_ok) + lf, np.log1p(-p_ok) + lt) - np.log(2.0)
-        lp = _beta_logpdf(p_ok, prior["a_p"], prior["b_p"], prior["n_p"])
-        lh = _beta_logpdf(p_ok, prior["h_a"], prior["h_b"], prior["n_h"])
-        log_p_mix = np.logaddexp(np.log(DEFENSIVE) + lp, np.log1p(-DEFENSIVE) + lh)
-    log_w = np.where(valid, lt + lf - log_mix + lp - log_p_mix, -np.inf)
+        lq, hq = _mixture(np.where(valid, q, 0.5), prior, "q")
+        lp, hp = _mixture(p_ok, prior, "p")
+        lt, ht = _mixture(t_ok, prior, "t")
+        lf, hf = _mixture(f_ok, prior, "f")
+        log_mix = np.logaddexp(np.log(p_ok) + hf, np.log1p(-p_ok) + ht) - np.log(2.0)
+    log_w = np.where(valid, lp + lt + lf + lq - hp - hq - log_mix, -np.inf)
     return p, tpr, fpr, log_w
 
 
-def _set_proposal(prior: dict[str, np.ndarray], cell: int, mean: float, var: float) -> None:
-    """Point the proposal of ``p`` of ``cell`` at a Beta with ``mean`` and WIDEN times the sd ``sqrt(var)``."""
+def _set_proposal(prior: dict[str, np.ndarray], cell: int, rate: str, mean: float, var: float) -> None:
+    """Point the adapted proposal of ``rate`` of ``cell`` at a Beta with ``mean`` and WIDEN times the sd."""
+    mean = min(max(mean, 1e-6), 1 - 1e-6)
     var = min(max(var * WIDEN**2, 1e-12), mean * (1 - mean) * 0.5)  # a + b > 1: proper, unimodal or flat
     common = mean * (1 - mean) / var - 1
-    prior["h_a"][cell, 0], prior["h_b"][cell, 0] = mean * common, (1 - mean) * common
-    prior["n_h"][cell, 0] = betaln(mean * common, (1 - mean) * common)
+    prior[f"h{rate}_a"][cell, 0], prior[f"h{rate}_b"][cell, 0] = mean * common, (1 - mean) * common
+    prior[f"h{rate}_n"][cell, 0] = betaln(mean * common, (1 - mean) * common)
 
 
 def _priors(counts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Beta parameters of the model per cell, as ``(K, 1)`` columns; the first proposal of ``p`` is its prior."""
+    """Beta parameters of the model per cell, as ``(K, 1)`` columns; the first proposals are the priors."""
     tp, fn, fp, tn, s_m, n_m = (counts[k].astype(np.float64) for k in ("tp", "fn", "fp", "tn", "s_m", "n_m"))
     s_h, b = tp + fn, tp + fn + fp + tn
     prior = {"a_p": s_h + 1, "b_p": b - s_h + 1, "a_t": tp + 1, "b_t": fn + 1, "a_f": fp + 1, "b_f": tn + 1,
              "a_q": s_m + 1, "b_q": n_m - s_m + 1}
-    for rate in ("p", "t", "f"):
+    for rate in ("p", "t", "f", "q"):
         prior[f"n_{rate}"] = betaln(prior[f"a_{rate}"], prior[f"b_{rate}"])
-    prior.update(h_a=prior["a_p"].copy(), h_b=prior["b_p"].copy(), n_h=prior["n_p"].copy())
+        for src_key, key in (("a", "_a"), ("b", "_b"), ("n", "_n")):
+            prior[f"h{rate}{key}"] = prior[f"{src_key}_{rate}"].copy()
     return {k: v[:, None] for k, v in prior.items()}
 
 
-def _summary(p: np.ndarray, log_w: np.ndarray) -> tuple[float, float, float, float]:
-    """Weighted mean of ``p``, its Monte-Carlo standard error, the Kish ESS and the weighted variance of one cell."""
+def _summary(p: np.ndarray, tpr: np.ndarray, fpr: np.ndarray, log_w: np.ndarray) -> np.ndarray:
+    """Of one cell: weighted mean of ``p``, its Monte-Carlo standard error, the Kish ESS, and the weighted means
+    and variances of ``p``, ``tpr``, ``fpr`` and ``q`` (NaN, and an ESS of 0, when no proposal has weight)."""
     if not np.isfinite(log_w).any():
-        return np.nan, np.nan, 0.0, np.nan
+        return np.array([np.nan, np.nan, 0.0, *[np.nan] * 8])
     w = np.exp(log_w - log_w.max())
     w /= w.sum()
-    mean = float(np.dot(w, p))
-    sq = (p - mean) ** 2
-    return mean, float(np.sqrt(np.sum(w**2 * sq))), float(1.0 / np.sum(w**2)), float(np.dot(w, sq))
+    out = [np.nan, np.nan, float(1.0 / np.sum(w**2))]
+    for x in (p, tpr, fpr, tpr * p + fpr * (1 - p)):
+        mean = float(np.dot(w, x))
+        out += [mean, float(np.dot(w, (x - mean) ** 2))]
+    out[0], out[1] = out[3], float(np.sqrt(np.sum(w**2 * (p - out[3]) ** 2)))
+    return np.array(out)
 
 
 def _resample(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -152,7 +174,8 @@ def _next_round(ess: float, total: int, cfg: ExactConfig) -> int:
     margin, rounded up to a power of two times ``ROUND_MIN`` (so that cells share rounds), within the budget."""
     need = (cfg.target_ess - ess) / max(ess / total, 1e-3) * 1.2
     n = ROUND_MIN * 2 ** int(np.ceil(np.log2(max(need / ROUND_MIN, 1.0))))
-    return int(min(n, cfg.max_proposals - total))
+    # a round at most ROUND_MAX_FACTOR times the first: a poorly adapted proposal is re-fitted before much is spent
+    return int(min(n, ROUND_MAX_FACTOR * cfg.proposals, cfg.max_proposals - total))
 
 
 def _joined(chunk_list: list[tuple[np.ndarray, ...]], fields: tuple[int, ...]) -> tuple[np.ndarray, ...]:
@@ -167,7 +190,7 @@ def _fit_block(prior: dict[str, np.ndarray], cfg: ExactConfig, rng: np.random.Ge
     k = prior["a_p"].shape[0]
     chunks: list[list[tuple[np.ndarray, ...]]] = [[] for _ in range(k)]
     total = np.zeros(k, dtype=np.int64)
-    stats = np.zeros((k, 4))  # mean, mcse, ess, var per cell
+    stats = np.zeros((k, 11))  # per cell: mean, mcse, ess of p; mean and variance of p, tpr, fpr, q
     groups: dict[int, list[int]] = {min(PILOT, cfg.proposals): list(range(k))}
     while groups:
         for n, rows in groups.items():
@@ -175,14 +198,15 @@ def _fit_block(prior: dict[str, np.ndarray], cfg: ExactConfig, rng: np.random.Ge
             for i, cell in enumerate(rows):
                 chunks[cell].append(tuple(d[i] for d in draws))
                 total[cell] += n
-                stats[cell] = _summary(*_joined(chunks[cell], (0, 3)))
+                stats[cell] = _summary(*_joined(chunks[cell], (0, 1, 2, 3)))
         todo, groups = [c for rows in groups.values() for c in rows], {}
         for cell in todo:
             n = cfg.proposals if len(chunks[cell]) == 1 else _next_round(stats[cell, 2], total[cell], cfg)
             if stats[cell, 2] >= cfg.target_ess or n <= 0:
                 continue
             if np.isfinite(stats[cell, 0]):
-                _set_proposal(prior, cell, stats[cell, 0], stats[cell, 3])
+                for j, rate in enumerate(("p", "t", "f", "q")):
+                    _set_proposal(prior, cell, rate, stats[cell, 3 + 2 * j], stats[cell, 4 + 2 * j])
             groups.setdefault(n, []).append(cell)
     out = {name: np.full((k, cfg.draws), np.nan) for name in ("p", "tpr", "fpr")}
     for cell in range(k):
