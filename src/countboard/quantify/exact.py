@@ -2,24 +2,29 @@
 
 The binary model of ``bcc`` has three parameters and a likelihood that depends on them only through
 ``q = P(decision = 1) = tpr * p + fpr * (1 - p)``; ``s_m ~ Binomial(n_m, q)`` is, as a function of ``q``,
-proportional to the density of ``Beta(s_m + 1, n_m - s_m + 1)``. So the posterior is sampled exactly (up to
-Monte-Carlo error) without a Markov chain:
+proportional to the density ``g`` of ``Beta(s_m + 1, n_m - s_m + 1)``. So the posterior is sampled exactly (up to
+Monte-Carlo error, which is reported) without a Markov chain:
 
-1. draw ``p`` from its prior ``Beta(s_h + 1, B - s_h + 1)`` and ``q`` from ``g = Beta(s_m + 1, n_m - s_m + 1)``;
-2. with probability 1/2 draw ``fpr`` from its prior and solve ``q`` for ``tpr = (q - (1 - p) fpr) / p``
-   (proposal A), otherwise draw ``tpr`` from its prior and solve for ``fpr = (q - p tpr) / (1 - p)`` (proposal B);
-3. weigh each draw by target / proposal density in ``(p, tpr, fpr)``. With ``L(q) = c g(q)`` the prior of ``p`` and
-   ``g`` cancel, and the change of variables contributes ``|dq/dtpr| = p`` (A) and ``|dq/dfpr| = 1 - p`` (B)::
+1. draw ``p`` and ``q`` (first from the prior of ``p`` and from ``g``);
+2. with probability 1/2 draw ``fpr`` and solve ``q`` for ``tpr = (q - (1 - p) fpr) / p`` (proposal A), otherwise
+   draw ``tpr`` and solve for ``fpr = (q - p tpr) / (1 - p)`` (proposal B);
+3. weigh each draw by target / proposal density in ``(p, tpr, fpr)``; the change of variables contributes
+   ``|dq/dtpr| = p`` (A) and ``|dq/dfpr| = 1 - p`` (B), and ``L(q) = c g(q)``::
 
-       w = pi_t(tpr) pi_f(fpr) / (0.5 p pi_f(fpr) + 0.5 (1 - p) pi_t(tpr)),   0 < tpr, fpr < 1 (else 0)
+       w = pi_p(p) pi_t(tpr) pi_f(fpr) g(q) / (h_p(p) h_q(q) [0.5 p h_f(fpr) + 0.5 (1 - p) h_t(tpr)])
 
-The mixture of A and B keeps the weights bounded (``w <= 2 pi_t / p`` and ``w <= 2 pi_f / (1 - p)``) and efficient
-whichever of the two rates the data pin down less: A is good when ``p`` is large, B when it is small. Cells whose
-Kish effective sample size ``(sum w)^2 / sum w^2`` is below ``ExactConfig.target_ess`` get more proposals (as many as
-their efficiency so far says they need, up to ``max_proposals``); after the pilot round the proposal of ``p`` is a
-Beta fitted to the weighted draws so far (1.5 times wider, mixed with 10% of the prior, which bounds the weights). The posterior mean of ``p`` is the self-normalised weighted mean; its Monte-Carlo
-standard error is ``sqrt(sum wn^2 (p - mean)^2)`` with normalised weights ``wn``; the returned draws are a
-systematic resample of the weighted draws.
+   with ``pi`` the priors and ``h`` the proposals; ``w = 0`` outside ``0 < tpr, fpr < 1``.
+
+The mixture of A and B suits whichever rate the data pin down less (A when ``p`` is large, B when it is small).
+A pilot round draws every rate from its prior (and ``q`` from ``g``, so that ``w`` reduces to
+``pi_t pi_f / (0.5 p pi_f + 0.5 (1 - p) pi_t)``); later rounds draw from Betas fitted to the weighted draws so far
+(``WIDEN`` times wider), each mixed with ``DEFENSIVE`` = 10% of its prior, which bounds the weights. This matters
+when the human labels and the classifier disagree and the posterior sits in the tails of the priors. Cells whose
+Kish effective sample size ``(sum w)^2 / sum w^2`` is below ``ExactConfig.target_ess`` get more proposals (as many
+as their efficiency so far says they need, up to ``max_proposals``). The posterior mean of ``p`` is the
+self-normalised weighted mean; its Monte-Carlo standard error is ``sqrt(sum w^2 (p - mean)^2) / sum w``; the
+returned draws are a systematic resample of the weighted draws (in random order, so that the draws of different
+cells are independent).
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ ROUND_MIN = 1024
 ROUND_MAX_FACTOR = 4
 #: Share of the proposals of ``p`` drawn from its prior after the pilot (keeps the weights bounded by 1 / DEFENSIVE).
 DEFENSIVE = 0.1
+LOG_DEFENSIVE, LOG_ADAPTED = np.log(DEFENSIVE), np.log1p(-DEFENSIVE)
 #: The adapted proposal of ``p`` has this many times the posterior standard deviation (heavier than the target).
-WIDEN = 1.5
+WIDEN = 1.3
 
 
 @dataclass(frozen=True)
@@ -75,25 +81,25 @@ class ExactResult:
     proposals: np.ndarray
 
 
-def _beta_logpdf(x: np.ndarray, a: np.ndarray, b: np.ndarray, log_norm: np.ndarray) -> np.ndarray:
-    """Log density of Beta(a, b) at ``x`` in (0, 1) (``log_norm = betaln(a, b)``, broadcast per cell)."""
-    return (a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - log_norm
+def _logs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.log(x), np.log1p(-x)
 
 
-def _mixture(x: np.ndarray, prior: dict[str, np.ndarray], rate: str) -> tuple[np.ndarray, np.ndarray]:
-    """Log densities at ``x`` of the prior of ``rate`` and of its proposal, the defensive mixture
-    ``DEFENSIVE * prior + (1 - DEFENSIVE) * adapted`` (keys ``a_<rate>``, ``b_<rate>`` and ``h<rate>_a`` ...)."""
-    log_prior = _beta_logpdf(x, prior[f"a_{rate}"], prior[f"b_{rate}"], prior[f"n_{rate}"])
-    log_adapted = _beta_logpdf(x, prior[f"h{rate}_a"], prior[f"h{rate}_b"], prior[f"h{rate}_n"])
-    return log_prior, np.logaddexp(np.log(DEFENSIVE) + log_prior, np.log1p(-DEFENSIVE) + log_adapted)
+def _mixture(logs: tuple[np.ndarray, np.ndarray], prior: dict[str, np.ndarray], rate: str
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Log densities, at the point whose ``(log x, log(1 - x))`` are ``logs``, of the prior of ``rate`` and of its
+    proposal, the defensive mixture ``DEFENSIVE * prior + (1 - DEFENSIVE) * adapted`` (Beta parameters under the
+    keys ``a_<rate>``, ``b_<rate>``, ``n_<rate> = betaln(a, b)`` and ``h<rate>_a``, ``h<rate>_b``, ``h<rate>_n``)."""
+    lx, l1x = logs
+    log_prior = (prior[f"a_{rate}"] - 1) * lx + (prior[f"b_{rate}"] - 1) * l1x - prior[f"n_{rate}"]
+    log_adapted = (prior[f"h{rate}_a"] - 1) * lx + (prior[f"h{rate}_b"] - 1) * l1x - prior[f"h{rate}_n"]
+    return log_prior, np.logaddexp(LOG_DEFENSIVE + log_prior, LOG_ADAPTED + log_adapted)
 
 
-def _draw(prior: dict[str, np.ndarray], rate: str, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Draws of ``rate``'s proposal where ``mask`` (elsewhere filler from the same call)."""
-    from_prior = rng.random(mask.shape) < DEFENSIVE
-    a = np.where(from_prior, prior[f"a_{rate}"], prior[f"h{rate}_a"])
-    b = np.where(from_prior, prior[f"b_{rate}"], prior[f"h{rate}_b"])
-    return rng.beta(a, b)
+def _params(prior: dict[str, np.ndarray], rate: str, from_prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per draw, the Beta parameters of ``rate``'s prior (where ``from_prior``) or of its adapted proposal."""
+    return (np.where(from_prior, prior[f"a_{rate}"], prior[f"h{rate}_a"]),
+            np.where(from_prior, prior[f"b_{rate}"], prior[f"h{rate}_b"]))
 
 
 def _propose(prior: dict[str, np.ndarray], n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -104,20 +110,24 @@ def _propose(prior: dict[str, np.ndarray], n: int, rng: np.random.Generator) -> 
     prior). The weight is target / proposal with ``L(q) = c g(q)``.
     """
     k = prior["a_p"].shape[0]
-    p = _draw(prior, "p", np.ones((k, n), dtype=bool), rng)
-    q = _draw(prior, "q", np.ones((k, n), dtype=bool), rng)
-    use_a = rng.random((k, n)) < 0.5
-    x_f, x_t = _draw(prior, "f", use_a, rng), _draw(prior, "t", ~use_a, rng)
+    u = rng.random((4, k, n))
+    from_prior, use_a = u[:3] < DEFENSIVE, u[3] < 0.5
+    p = rng.beta(*_params(prior, "p", from_prior[0]))
+    q = rng.beta(*_params(prior, "q", from_prior[1]))
+    # one Beta call for the rate drawn directly: fpr's proposal in A, tpr's in B
+    a_f, b_f = _params(prior, "f", from_prior[2])
+    a_t, b_t = _params(prior, "t", from_prior[2])
+    x = rng.beta(np.where(use_a, a_f, a_t), np.where(use_a, b_f, b_t))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        tpr = np.where(use_a, (q - (1 - p) * x_f) / p, x_t)
-        fpr = np.where(use_a, x_f, (q - p * tpr) / (1 - p))
+        tpr = np.where(use_a, (q - (1 - p) * x) / p, x)
+        fpr = np.where(use_a, x, (q - p * tpr) / (1 - p))
         valid = (tpr > 0) & (tpr < 1) & (fpr > 0) & (fpr < 1) & (p > 0) & (p < 1)
-        t_ok, f_ok, p_ok = np.where(valid, tpr, 0.5), np.where(valid, fpr, 0.5), np.where(valid, p, 0.5)
-        lq, hq = _mixture(np.where(valid, q, 0.5), prior, "q")
-        lp, hp = _mixture(p_ok, prior, "p")
-        lt, ht = _mixture(t_ok, prior, "t")
-        lf, hf = _mixture(f_ok, prior, "f")
-        log_mix = np.logaddexp(np.log(p_ok) + hf, np.log1p(-p_ok) + ht) - np.log(2.0)
+        log_p = _logs(np.where(valid, p, 0.5))
+        lq, hq = _mixture(_logs(np.where(valid, q, 0.5)), prior, "q")
+        lp, hp = _mixture(log_p, prior, "p")
+        lt, ht = _mixture(_logs(np.where(valid, tpr, 0.5)), prior, "t")
+        lf, hf = _mixture(_logs(np.where(valid, fpr, 0.5)), prior, "f")
+        log_mix = np.logaddexp(log_p[0] + hf, log_p[1] + ht) - np.log(2.0)
     log_w = np.where(valid, lp + lt + lf + lq - hp - hq - log_mix, -np.inf)
     return p, tpr, fpr, log_w
 
@@ -144,19 +154,51 @@ def _priors(counts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v[:, None] for k, v in prior.items()}
 
 
-def _summary(p: np.ndarray, tpr: np.ndarray, fpr: np.ndarray, log_w: np.ndarray) -> np.ndarray:
-    """Of one cell: weighted mean of ``p``, its Monte-Carlo standard error, the Kish ESS, and the weighted means
-    and variances of ``p``, ``tpr``, ``fpr`` and ``q`` (NaN, and an ESS of 0, when no proposal has weight)."""
-    if not np.isfinite(log_w).any():
-        return np.array([np.nan, np.nan, 0.0, *[np.nan] * 8])
-    w = np.exp(log_w - log_w.max())
-    w /= w.sum()
-    out = [np.nan, np.nan, float(1.0 / np.sum(w**2))]
-    for x in (p, tpr, fpr, tpr * p + fpr * (1 - p)):
-        mean = float(np.dot(w, x))
-        out += [mean, float(np.dot(w, (x - mean) ** 2))]
-    out[0], out[1] = out[3], float(np.sqrt(np.sum(w**2 * (p - out[3]) ** 2)))
-    return np.array(out)
+class _Sums:
+    """Running weighted sums per cell, rescaled to each cell's largest log weight so far.
+
+    Per cell: ``s0 = sum w``, ``s00 = sum w^2``, ``s1[j] = sum w x_j``, ``s2[j] = sum w x_j^2`` for
+    ``x = (p, tpr, fpr, q)``, and ``s01 = sum w^2 p``, ``s02 = sum w^2 p^2`` for the Monte-Carlo error of the mean.
+    """
+
+    def __init__(self, k: int):
+        self.top = np.full(k, -np.inf)
+        self.s0, self.s00, self.s01, self.s02 = (np.zeros(k) for _ in range(4))
+        self.s1, self.s2 = np.zeros((4, k)), np.zeros((4, k))
+
+    def add(self, rows: np.ndarray, p: np.ndarray, tpr: np.ndarray, fpr: np.ndarray, log_w: np.ndarray) -> None:
+        top = np.maximum(self.top[rows], log_w.max(axis=1))
+        finite = np.isfinite(top)
+        top_safe = np.where(finite, top, 0.0)
+        with np.errstate(invalid="ignore"):
+            old = np.where(np.isfinite(self.top[rows]), np.exp(self.top[rows] - top_safe), 0.0)
+        w = np.exp(log_w - top_safe[:, None])
+        w2 = w * w
+        self.top[rows] = top
+        self.s0[rows] = self.s0[rows] * old + w.sum(axis=1)
+        self.s00[rows] = self.s00[rows] * old**2 + w2.sum(axis=1)
+        self.s01[rows] = self.s01[rows] * old**2 + (w2 * p).sum(axis=1)
+        self.s02[rows] = self.s02[rows] * old**2 + (w2 * p * p).sum(axis=1)
+        for j, x in enumerate((p, tpr, fpr, tpr * p + fpr * (1 - p))):
+            x = np.where(np.isfinite(log_w), x, 0.0)
+            self.s1[j, rows] = self.s1[j, rows] * old + (w * x).sum(axis=1)
+            self.s2[j, rows] = self.s2[j, rows] * old + (w * x * x).sum(axis=1)
+
+    def ess(self) -> np.ndarray:
+        """Kish effective sample size per cell (0 where no proposal has weight)."""
+        return np.divide(self.s0**2, self.s00, out=np.zeros_like(self.s0), where=self.s0 > 0)
+
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(4, k)`` weighted means and variances of ``p, tpr, fpr, q`` (NaN where no proposal has weight)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = self.s1 / self.s0
+            return mean, np.maximum(self.s2 / self.s0 - mean**2, 0.0)
+
+    def mcse(self) -> np.ndarray:
+        """Monte-Carlo standard error of the weighted mean of ``p``: ``sqrt(sum w^2 (p - mean)^2) / sum w``."""
+        mean = self.moments()[0][0]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.sqrt(np.maximum(self.s02 - 2 * mean * self.s01 + mean**2 * self.s00, 0.0)) / self.s0
 
 
 def _resample(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -190,31 +232,33 @@ def _fit_block(prior: dict[str, np.ndarray], cfg: ExactConfig, rng: np.random.Ge
     k = prior["a_p"].shape[0]
     chunks: list[list[tuple[np.ndarray, ...]]] = [[] for _ in range(k)]
     total = np.zeros(k, dtype=np.int64)
-    stats = np.zeros((k, 11))  # per cell: mean, mcse, ess of p; mean and variance of p, tpr, fpr, q
-    groups: dict[int, list[int]] = {min(PILOT, cfg.proposals): list(range(k))}
+    sums = _Sums(k)
+    groups: dict[int, np.ndarray] = {min(PILOT, cfg.proposals): np.arange(k)}
     while groups:
         for n, rows in groups.items():
             draws = _propose({key: v[rows] for key, v in prior.items()}, n, rng)
+            sums.add(rows, *draws)
+            total[rows] += n
             for i, cell in enumerate(rows):
                 chunks[cell].append(tuple(d[i] for d in draws))
-                total[cell] += n
-                stats[cell] = _summary(*_joined(chunks[cell], (0, 1, 2, 3)))
-        todo, groups = [c for rows in groups.values() for c in rows], {}
+        todo, groups = np.concatenate(list(groups.values())), {}
+        ess, (mean, var) = sums.ess(), sums.moments()
         for cell in todo:
-            n = cfg.proposals if len(chunks[cell]) == 1 else _next_round(stats[cell, 2], total[cell], cfg)
-            if stats[cell, 2] >= cfg.target_ess or n <= 0:
+            n = cfg.proposals if len(chunks[cell]) == 1 else _next_round(ess[cell], total[cell], cfg)
+            if ess[cell] >= cfg.target_ess or n <= 0:
                 continue
-            if np.isfinite(stats[cell, 0]):
+            if np.isfinite(mean[0, cell]):
                 for j, rate in enumerate(("p", "t", "f", "q")):
-                    _set_proposal(prior, cell, rate, stats[cell, 3 + 2 * j], stats[cell, 4 + 2 * j])
+                    _set_proposal(prior, cell, rate, mean[j, cell], var[j, cell])
             groups.setdefault(n, []).append(cell)
+        groups = {n: np.array(rows) for n, rows in groups.items()}
     out = {name: np.full((k, cfg.draws), np.nan) for name in ("p", "tpr", "fpr")}
     for cell in range(k):
         p, tpr, fpr, log_w = _joined(chunks[cell], (0, 1, 2, 3))
         if np.isfinite(log_w).any():
             idx = _resample(log_w, cfg.draws, rng)
             out["p"][cell], out["tpr"][cell], out["fpr"][cell] = p[idx], tpr[idx], fpr[idx]
-    return ExactResult(out["p"], out["tpr"], out["fpr"], stats[:, 0], stats[:, 1], stats[:, 2], total)
+    return ExactResult(out["p"], out["tpr"], out["fpr"], sums.moments()[0][0], sums.mcse(), sums.ess(), total)
 
 
 def fit_exact(counts: dict[str, np.ndarray], cfg: ExactConfig | None = None) -> ExactResult:
