@@ -223,7 +223,7 @@ def _nuts_model(counts: dict[str, np.ndarray], target_accept: float) -> tuple[pm
     key = (len(counts["tp"]), float(target_accept))
     if key not in NUTS_CACHE:
         model = _empty_model(key[0])
-        with model, _quiet_pymc():
+        with model, quiet_pymc():
             step = pm.NUTS(target_accept=key[1])
         if len(NUTS_CACHE) >= NUTS_CACHE_SIZE:
             NUTS_CACHE.pop(next(iter(NUTS_CACHE)))
@@ -235,7 +235,7 @@ def _nuts_model(counts: dict[str, np.ndarray], target_accept: float) -> tuple[pm
 
 
 @contextlib.contextmanager
-def _quiet_pymc():
+def quiet_pymc():
     logger = logging.getLogger("pymc")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -248,7 +248,7 @@ def _quiet_pymc():
 def sample_model(model: pm.Model, cfg: SamplerConfig, step: Any = None) -> az.InferenceData:
     """NUTS draws of ``model`` with ``cfg`` (and a compiled ``step`` to reuse, if given), without progress bars
     or PyMC's own log lines and checks."""
-    with model, _quiet_pymc(), warnings.catch_warnings():
+    with model, quiet_pymc(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*BLAS.*")
         kwargs = {"target_accept": cfg.target_accept} if step is None else {"step": step}
         return pm.sample(draws=cfg.draws, tune=cfg.tune, chains=cfg.chains, cores=cfg.cores, random_seed=cfg.seed,

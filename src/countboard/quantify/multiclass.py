@@ -24,7 +24,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
-from countboard.quantify.bcc import NUTS_CACHE_SIZE, RHAT_MAX, SamplerConfig, _quiet_pymc, sample_model
+from countboard.quantify.bcc import NUTS_CACHE_SIZE, RHAT_MAX, SamplerConfig, quiet_pymc, sample_model
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
 
 
@@ -89,7 +89,7 @@ def _cached_model(conf: np.ndarray, s: np.ndarray, target_accept: float) -> tupl
             pi = pm.Dirichlet("pi", a=a_pi, dims="label")
             theta = pm.Dirichlet("theta", a=a_theta, dims=("label", "predicted"))
             pm.Multinomial("s_m", n=n_m, p=pm.math.dot(pi, theta), observed=s_obs, dims="predicted")
-            with _quiet_pymc():
+            with quiet_pymc():
                 step = pm.NUTS(target_accept=key[1])
         if len(MC_CACHE) >= NUTS_CACHE_SIZE:
             MC_CACHE.pop(next(iter(MC_CACHE)))
