@@ -173,6 +173,9 @@ def test_undecidable_items_are_failures():
     ds = SimulatedACS(n_items=400, p=[0.6], group_names=["g"], seed=1)
     rec = BCCTask(n_human=50).run_units(Partial(seed=1), ds, ["g"], make_ctx())[0]
     assert rec["n_failed"] == 100 and rec["tp"] + rec["fn"] + rec["fp"] + rec["tn"] + rec["n_m"] == 300
+    group = ds.items().assign(failed=True)
+    with pytest.raises(ConfigError, match="every item of group 'g' failed"):
+        BCCTask(n_human=50).human_subset(group, "g", make_ctx(), group["failed"].to_numpy())
 
 
 def test_method_is_checked_and_nuts_runs():

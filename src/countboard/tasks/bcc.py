@@ -81,6 +81,9 @@ class BCCTask(Task):
         """Boolean mask of the group's items drawn as the human-labelled calibration subset (among the items
         that did not fail, ``failed``)."""
         ok = np.ones(len(items), dtype=bool) if failed is None else ~np.asarray(failed, dtype=bool)
+        if not ok.any():
+            raise ConfigError(f"every item of group {group!r} failed (a true `failed` column or no decision from the "
+                              "classifier): there is nothing to calibrate; check the generator's outputs")
         has_label = items["human"].notna().to_numpy() & ok
         available = int(has_label.sum())
         if self.n_human > available:
