@@ -1,18 +1,27 @@
-"""BCC speed: 252 cells (7 generators x 3 classifiers x 12 prompt types) in one batched model vs a per-cell loop.
+"""BCC speed: 252 binary cells (7 generators x 3 classifiers x 12 prompt types, B = 100, N = 10,000), side by side.
 
-Both sides use the same sampler settings and run in this one process, side by side. Prints wall-clock times,
-the speed-up, and how far the batched posterior means are from the per-cell ones.
+- exact: importance sampling through q (``fit_bcc_batch(method="exact")``), all 252 cells; target <= 2 s;
+- NUTS: the batched PyMC model on the same counts (all cells, or the first ``--nuts-cells``), as the cross-check:
+  target |exact mean - NUTS mean| <= 0.003 on every cell;
+- QuaPy's BayesianCC (numpyro NUTS, in its own environment ``--quapy-python``, via ``bcc_quapy.py``) on the first
+  ``--quapy-cells`` cells: target exact >= 50x faster per cell;
+- optionally (``--loop-cells N``) a per-cell NUTS loop, the cost before the batched model.
 
-    .venv/bin/python benchmarks/bcc_speed.py                  # all 252 cells in both
-    .venv/bin/python benchmarks/bcc_speed.py --loop-cells 24  # loop over the first 24 cells only (quick look)
+    python benchmarks/bcc_speed.py --quick         # exact on 252, NUTS on 24 cells, QuaPy on 4 cells
+    python benchmarks/bcc_speed.py                 # NUTS on all 252 cells (2 x 4000 draws), QuaPy on 12 cells
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
+import subprocess
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -20,6 +29,8 @@ from countboard.acs.datasets.simulated import simulate_counts
 from countboard.quantify import BCCWarning, SamplerConfig, fit_bcc, fit_bcc_batch
 
 GENERATORS, CLASSIFIERS, PROMPT_TYPES = 7, 3, 12
+FIELDS = ("tp", "fn", "fp", "tn", "s_m", "n_m")
+QUAPY_PYTHON = "/tmp/quapy-venv/bin/python"
 
 
 def cpu_seconds() -> float:
@@ -39,54 +50,112 @@ def make_cells(seed: int):
     return counts, names
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--tune", type=int, default=1000)
-    parser.add_argument("--chains", type=int, default=2)
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--loop-cores", type=int, default=1,
-                        help="cores of each per-cell fit (1: no process start-up per cell, the faster choice)")
-    parser.add_argument("--loop-cells", type=int, default=None, help="loop over only the first N cells")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    counts, names = make_cells(args.seed)
-    cfg = SamplerConfig(draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores, seed=args.seed)
-    cols = [np.array([getattr(c, f) for c in counts]) for f in ("tp", "fn", "fp", "tn", "s_m", "n_m")]
-
+def timed(fn):
+    """``(result, wall seconds, CPU seconds)`` of ``fn()``, with BCC warnings kept and counted."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", BCCWarning)
         t0, c0 = time.perf_counter(), cpu_seconds()
-        batch = fit_bcc_batch(*cols, cells=names, sampler=cfg)
-        t_batch, c_batch = time.perf_counter() - t0, cpu_seconds() - c0
-    print(f"batched: {len(counts)} cells in {t_batch:.1f} s wall, {c_batch:.1f} s CPU  (draws={cfg.draws}, tune={cfg.tune}, "
-          f"chains={cfg.chains}, cores={cfg.cores}); R-hat max {np.nanmax(batch.rhat):.4f}, "
-          f"cells with R-hat > 1.01: {int(np.sum(batch.rhat > 1.01))}, ESS min {batch.ess.min():.0f}, "
-          f"BCC warnings: {len(caught)}")
+        out = fn()
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    if caught:
+        print(f"  ({len(caught)} BCC warning(s): {str(caught[0].message)[:120]})")
+    return out, wall, cpu
 
-    n_loop = len(counts) if args.loop_cells is None else min(args.loop_cells, len(counts))
-    loop_means, loop_rhat = [], []
-    t0, c0 = time.perf_counter(), cpu_seconds()
+
+def run_exact(cols, names, seed: int):
+    fit_bcc_batch(*(c[:2] for c in cols), sampler=SamplerConfig(seed=seed))  # imports and first calls
+    fit, wall, cpu = timed(lambda: fit_bcc_batch(*cols, cells=names, method="exact", sampler=SamplerConfig(seed=seed)))
+    proposals = fit.idata.sample_stats["proposals"].values
+    print(f"exact: {len(names)} cells in {wall:.2f} s wall, {cpu:.2f} s CPU ({1000 * wall / len(names):.1f} ms per "
+          f"cell; target <= 2 s); ESS min {fit.ess.min():.0f}, MC error of the mean max {fit.mcse.max():.5f}, "
+          f"proposals per cell median {np.median(proposals):.0f}, max {proposals.max():.0f}")
+    return fit, wall
+
+
+def run_nuts(cols, names, exact, args) -> None:
+    k = len(names) if args.nuts_cells is None else min(args.nuts_cells, len(names))
+    cfg = SamplerConfig(draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores, seed=args.seed)
+    fit, wall, cpu = timed(lambda: fit_bcc_batch(*(c[:k] for c in cols), cells=names[:k], method="nuts",
+                                                 sampler=cfg))
+    diff = np.abs(exact.mean[:k] - fit.mean)
+    noise = np.sqrt(exact.mcse[:k] ** 2 + fit.mcse**2)
+    print(f"NUTS (batched, {cfg.chains} x {cfg.draws} draws after {cfg.tune}): {k} cells in {wall:.1f} s wall, "
+          f"{cpu:.1f} s CPU; R-hat max {np.nanmax(fit.rhat):.4f}, bulk ESS min {fit.ess.min():.0f}, "
+          f"MC error max {fit.mcse.max():.5f}")
+    print(f"|exact mean - NUTS mean| over {k} cells: max {diff.max():.4f}, mean {diff.mean():.4f}; within 0.003: "
+          f"{int(np.sum(diff <= 0.003))}/{k}; largest |diff| / combined MC error {np.max(diff / noise):.2f}")
+
+
+def run_quapy(cols, exact, exact_per_cell: float, args) -> None:
+    python = Path(args.quapy_python)
+    if not python.is_file():
+        print(f"QuaPy: skipped ({python} not found; create it with: python -m venv /tmp/quapy-venv && "
+              "/tmp/quapy-venv/bin/pip install quapy jax numpyro)")
+        return
+    k = args.quapy_cells
+    job = {"cells": [[int(c[i]) for c in cols] for i in range(k)], "warmup": 500, "samples": 1000}
+    worker = Path(__file__).with_name("bcc_quapy.py")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": ""}
+    t0 = time.perf_counter()
+    out = subprocess.run([str(python), str(worker)], input=json.dumps(job), capture_output=True, text=True,
+                         env=env, check=False)
+    total = time.perf_counter() - t0
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    if len(rows) != k:
+        print(f"QuaPy: failed ({out.returncode}): {out.stderr.strip()[-400:]}")
+        return
+    seconds = np.array([r["seconds"] for r in rows])
+    means = np.array([r["mean"] for r in rows])
+    diff = np.abs(means - exact.mean[:k])
+    later = seconds[1:] if k > 1 else seconds
+    print(f"QuaPy BayesianCC (numpyro NUTS, 500 warm-up + 1000 draws, report prior): {k} cells, per cell "
+          f"{seconds.mean():.2f} s (first {seconds[0]:.2f} s, later ones {later.mean():.2f} s; subprocess "
+          f"{total:.1f} s with imports); |QuaPy mean - exact mean| max {diff.max():.4f}, mean {diff.mean():.4f}")
+    print(f"per cell, exact vs QuaPy: {1000 * exact_per_cell:.1f} ms vs {1000 * later.mean():.0f} ms: "
+          f"{later.mean() / exact_per_cell:.0f}x faster (target >= 50x)")
+
+
+def run_loop(counts, batch_means, args) -> None:
+    n_loop = min(args.loop_cells, len(counts))
+    means = []
+    t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BCCWarning)
         for k in range(n_loop):
             c = counts[k]
-            fit = fit_bcc(c.tp, c.fn, c.fp, c.tn, c.s_m, c.n_m,
-                          sampler=SamplerConfig(**{**cfg.__dict__, "cores": args.loop_cores,
-                                                   "seed": args.seed + 1 + k}))
-            loop_means.append(fit.draws[0].mean())
-            loop_rhat.append(fit.rhat[0])
-    t_loop, c_loop = time.perf_counter() - t0, cpu_seconds() - c0
-    per_cell = t_loop / n_loop
-    t_loop_all = per_cell * len(counts)
-    diff = np.abs(batch.draws[:n_loop].mean(axis=1) - np.array(loop_means))
-    label = "measured" if n_loop == len(counts) else f"extrapolated from {n_loop} cells"
-    print(f"loop: {n_loop} cells in {t_loop:.1f} s wall, {c_loop:.1f} s CPU ({per_cell:.2f} s per cell); all {len(counts)} cells: "
-          f"{t_loop_all:.1f} s ({label}); loop cores {args.loop_cores}; loop R-hat max {np.nanmax(loop_rhat):.4f}")
-    print(f"speed-up batched vs loop: {t_loop_all / t_batch:.1f}x wall, "
-          f"{c_loop * len(counts) / n_loop / c_batch:.1f}x CPU")
-    print(f"|batched mean - loop mean|: max {diff.max():.4f}, mean {diff.mean():.4f}, "
-          f"cells within 0.005: {int(np.sum(diff <= 0.005))}/{n_loop}")
+            cfg = SamplerConfig(draws=1000, tune=1000, chains=2, cores=1, seed=args.seed + 1 + k)
+            means.append(fit_bcc(c.tp, c.fn, c.fp, c.tn, c.s_m, c.n_m, sampler=cfg, method="nuts").draws[0].mean())
+    wall = time.perf_counter() - t0
+    diff = np.abs(np.array(means) - batch_means[:n_loop])
+    print(f"per-cell NUTS loop (2 x 1000 draws, model reused): {n_loop} cells in {wall:.1f} s "
+          f"({wall / n_loop:.2f} s per cell); |loop - exact| max {diff.max():.4f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="NUTS on 24 cells, QuaPy on 4 (unless given)")
+    parser.add_argument("--nuts-cells", type=int, default=None, help="NUTS cross-check on the first K cells")
+    parser.add_argument("--draws", type=int, default=4000, help="NUTS draws per chain (precise cross-check)")
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--quapy-python", default=QUAPY_PYTHON, help="python of an environment with quapy")
+    parser.add_argument("--quapy-cells", type=int, default=None)
+    parser.add_argument("--loop-cells", type=int, default=0, help="also time a per-cell NUTS loop on N cells")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.nuts_cells is None and args.quick:
+        args.nuts_cells = 24
+    args.quapy_cells = args.quapy_cells or (4 if args.quick else 12)
+    print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f} at start")
+    counts, names = make_cells(args.seed)
+    cols = [np.array([getattr(c, f) for c in counts]) for f in FIELDS]
+    exact, wall = run_exact(cols, names, args.seed)
+    run_nuts(cols, names, exact, args)
+    run_quapy(cols, exact, wall / len(names), args)
+    if args.loop_cells:
+        run_loop(counts, exact.mean, args)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

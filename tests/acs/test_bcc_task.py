@@ -14,7 +14,7 @@ import pytest
 from countboard.acs.datasets.simulated import SimulatedACS, SimulatedClassifier
 from countboard.acs.tasks.bcc import BCCTask
 from countboard.errors import ConfigError
-from countboard.quantify import BCCWarning, generator_comparison
+from countboard.quantify import BCCWarning, fit_bcc_batch, generator_comparison
 from countboard.results import RunContext
 from countboard.schema import load_schema
 
@@ -101,7 +101,93 @@ def test_summarize_logs_declared_metrics_and_artifacts(setup):
     assert result.arrays["bcc_draws"]["p"].shape == (3, 600)
     idata = az.from_netcdf(result.files["posterior.nc"])
     assert list(idata.posterior.coords["cell"].values) == ["high", "low", "all"]
-    assert result.tags == {"generator": "simulated_generator", "attribute": "simulated_success"}
+    assert result.tags == {"generator": "simulated_generator", "attribute": "simulated_success", "bcc_method": "exact"}
+    assert m["acs_failure_rate"] == 0 and m["bcc_mcse"] < 0.002 and "bcc_rhat" not in m
+
+
+class UnequalGroups:
+    """Two groups of 150 and 3,000 items (rates 0.1 and 0.9), human labels on every item."""
+
+    generator, attribute = "uneven", "simulated_success"
+
+    def __init__(self, failed_share: float = 0.0):
+        small = SimulatedACS(n_items=150, p=[0.1], group_names=["small"], seed=3).items()
+        large = SimulatedACS(n_items=3000, p=[0.9], group_names=["large"], seed=4).items()
+        self.frame = pd.concat([small, large], ignore_index=True)
+        if failed_share:  # blank generations: flagged, whatever the classifier or a human would say
+            self.frame["failed"] = np.random.default_rng(0).random(len(self.frame)) < failed_share
+
+    def items(self):
+        return self.frame
+
+
+def test_pooled_cell_weights_groups_by_their_items_not_their_labels():
+    ds, clf, ctx = UnequalGroups(), SimulatedClassifier(tpr=0.85, fpr=0.1, seed=2), make_ctx()
+    task = BCCTask(n_human=100)
+    records = pd.DataFrame(task.run_units(clf, ds, ["small", "large"], ctx))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BCCWarning)
+        result = task.summarize(records, clf, ds, ctx)
+    truth = ds.items()["human"].mean()  # about (150 * 0.1 + 3000 * 0.9) / 3150 = 0.86
+    cells = result.tables["bcc_cells"].set_index("cell")
+    weights = np.array([3000, 150]) / 3150  # cells are sorted: large, small
+    combined = weights @ cells.loc[["large", "small"], "acs_bcc_mean"].to_numpy()
+    assert result.metrics["acs_bcc_mean"] == pytest.approx(combined, abs=1e-9)
+    assert abs(result.metrics["acs_bcc_mean"] - truth) < 0.02
+    assert result.metrics["acs_bcc_low"] < truth < result.metrics["acs_bcc_high"]
+    # the summed counts (the former pooled cell) lean towards the small group: 100 of its 150 items are labelled
+    summed = {c: int(records[c].sum()) for c in ("tp", "fn", "fp", "tn", "s_m", "n_m")}
+    old = fit_bcc_batch(*summed.values())
+    assert truth - old.mean[0] > 0.04
+    draws = result.arrays["bcc_draws"]["p"]
+    assert abs(draws[-1].mean() - combined) < 0.003
+    idata = az.from_netcdf(result.files["posterior.nc"])
+    assert idata.posterior["p"].sel(cell="all").mean() == pytest.approx(combined, abs=0.003)
+
+
+def test_blank_outputs_count_as_failures_and_never_raise_the_rate():
+    clf, ctx = SimulatedClassifier(tpr=0.85, fpr=0.1, seed=2), make_ctx()
+    task = BCCTask(n_human=50)
+    clean, blank = UnequalGroups(), UnequalGroups(failed_share=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BCCWarning)
+        rates = {}
+        for name, ds in (("clean", clean), ("blank", blank)):
+            records = pd.DataFrame(task.run_units(clf, ds, ["small", "large"], ctx))
+            rates[name] = task.summarize(records, clf, ds, ctx).metrics
+    failed = blank.items()["failed"].mean()
+    assert rates["blank"]["acs_failure_rate"] == pytest.approx(failed, abs=1e-9)
+    assert rates["blank"]["acs_n_items"] == 3150  # failed outputs stay in the denominator
+    for key in ("acs_bcc_mean", "acs_cc_mean"):
+        assert rates["blank"][key] <= (1 - failed) * rates["clean"][key] + 0.03, key
+        assert rates["blank"][key] < 0.6 * rates["clean"][key], key
+
+
+def test_undecidable_items_are_failures():
+    class Partial(SimulatedClassifier):
+        def decide(self, items):
+            d = super().decide(items).astype(float)
+            d[::4] = np.nan  # could not judge every fourth item
+            return d
+
+    ds = SimulatedACS(n_items=400, p=[0.6], group_names=["g"], seed=1)
+    rec = BCCTask(n_human=50).run_units(Partial(seed=1), ds, ["g"], make_ctx())[0]
+    assert rec["n_failed"] == 100 and rec["tp"] + rec["fn"] + rec["fp"] + rec["tn"] + rec["n_m"] == 300
+    group = ds.items().assign(failed=True)
+    with pytest.raises(ConfigError, match="every item of group 'g' failed"):
+        BCCTask(n_human=50).human_subset(group, "g", make_ctx(), group["failed"].to_numpy())
+
+
+def test_method_is_checked_and_nuts_runs():
+    with pytest.raises(ConfigError, match="task.method"):
+        BCCTask(method="gibbs")
+    ds = SimulatedACS(n_items=300, p=[0.6], group_names=["g"], seed=2)
+    clf, ctx, task = SimulatedClassifier(seed=1), make_ctx(), BCCTask(n_human=40, draws=200, tune=200, method="nuts")
+    records = pd.DataFrame(task.run_units(clf, ds, ["g"], ctx))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BCCWarning)
+        result = task.summarize(records, clf, ds, ctx)
+    assert result.tags["bcc_method"] == "nuts" and result.metrics["bcc_rhat"] < 1.1
 
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -187,13 +186,16 @@ def test_bad_inputs_are_reported_and_the_rest_goes_on(tmp_path):
     ctx = ctx_for(tmp_path)
     records = task.run_units(model, dataset, dataset.ids(), ctx)
     errors = {r["unit_id"]: r["error"] for r in records if "error" in r}
-    assert "ecstatic" in errors.pop("px")
-    assert errors and all("empty text" in e for e in errors.values())
+    assert list(errors) == ["px"] and "ecstatic" in errors["px"]
     ok = pd.DataFrame([r for r in records if "error" not in r])
-    assert len(ok) == 30 - len(errors)
+    assert len(ok) == 30  # empty texts are failed outputs, kept in the denominator
+    empty = ok[ok["failed"] == 1]
+    assert len(empty) and (empty["text"] == "").all() and empty["failure"].str.contains("empty text").all()
+    assert (empty["cc_success"] == 0).all()
     result = task.summarize(ok, model, dataset, ctx)
-    assert set(result.metrics) == {"acs_cc_mean", "acs_true_rate"}
-    assert result.metrics["acs_cc_mean"] == pytest.approx((ok["cc_success"].sum() + 1) / (len(ok) + 2))
+    assert set(result.metrics) == {"acs_cc_mean", "acs_true_rate", "acs_failure_rate"}
+    assert result.metrics["acs_cc_mean"] == pytest.approx((ok["cc_success"].sum() + 1) / (30 + 2))
+    assert result.metrics["acs_failure_rate"] == pytest.approx(len(empty) / 30)
 
 
 def test_configuration_errors(tmp_path):
@@ -227,7 +229,7 @@ def test_causal_lm_generator_through_the_task(tmp_path):
     assert [r["unit_id"] for r in records] == dataset.ids()
     ok = pd.DataFrame([r for r in records if "error" not in r])
     result = task.summarize(ok, model, dataset, ctx_for(tmp_path))
-    assert set(result.metrics) == {"acs_cc_mean"} and "acs_true_rate" not in result.metrics
+    assert set(result.metrics) == {"acs_cc_mean", "acs_failure_rate"}
 
 
 @pytest.mark.slow
@@ -248,10 +250,45 @@ def test_offline_sweep_two_generators_by_two_classifiers(tmp_path):
     good = cells[cells["tags.model"] == "story_procedural_good"]
     poor = cells[cells["tags.model"] == "story_procedural_poor"]
     assert (good["metrics.acs_true_rate"].iloc[0] > poor["metrics.acs_true_rate"].iloc[0] + 0.1)
-    assert set(good["metrics.n_failed_samples"]) == {0.0} and (poor["metrics.n_failed_samples"] > 0).all()
+    assert set(cells["metrics.n_failed_samples"]) == {0.0}  # empty texts are failed outputs, not failed units
+    assert set(good["metrics.acs_failure_rate"]) == {0.0} and (poor["metrics.acs_failure_rate"] > 0).all()
     run_id = poor["run_id"].iloc[0]
     art = next((tmp_path / "mlruns").glob(f"artifacts/*/{run_id}/artifacts"))
-    failures = json.loads((art / "failures.json").read_text())
-    assert failures and all("empty text" in f["error"] for f in failures)
+    per_type = pd.read_parquet(art / "tables" / "per_prompt_type.parquet")
+    assert (per_type["failure_rate"] > 0).any()
     assert (art / "tables" / "bcc_cells.parquet").exists() and (art / "tables" / "confusion.parquet").exists()
     assert math.isfinite(poor["metrics.cohen_kappa"].iloc[0])
+
+
+class BlankEverySecond(ProceduralStoryGenerator):
+    """The procedural generator, but every second prompt (by position) gets an empty text."""
+
+    def generate_batch(self, prompts):
+        out = super().generate_batch(prompts)
+        for g in out:
+            if int(g.prompt.prompt_id.split("_")[-1]) % 2:
+                g.text = ""
+        return out
+
+
+@pytest.mark.filterwarnings("ignore::countboard.quantify.errors.BCCWarning")
+def test_empty_texts_half_the_time_at_most_halve_the_success_rate(tmp_path):
+    dataset = TextPromptSet(n_prompts=300, label_ratios=RATIOS, seed=4)
+    assert all(p.prompt_id.split("_")[-1].isdigit() for p in dataset.items)
+    task = TextACSTask(vader(), human={"n_labelled": 100, "error_rate": 0.0}, sampler=FAST, multiclass=True,
+                       bcc_method="auto")
+    clean, _, _ = run_task(task, ProceduralStoryGenerator(success=GOOD), dataset, ctx_for(tmp_path))
+    blank, ok, failed = run_task(task, BlankEverySecond(success=GOOD), dataset, ctx_for(tmp_path))
+    assert failed == [] and len(ok) == 300 and blank.metrics["acs_failure_rate"] == 0.5
+    rest = ok[ok["failed"] == 0]
+    rest_truth = float((rest["true_label"] == rest["requested"]).mean())
+    assert blank.metrics["acs_true_rate"] == pytest.approx(rest_truth / 2)
+    # the CC posterior mean (s + 1) / (N + 2) of all 300 texts against that of the 150 judged ones
+    assert blank.metrics["acs_cc_mean"] <= 0.5 * (rest["cc_success"].sum() + 1) / (len(rest) + 2) + 2 / 300
+    for key in ("acs_bcc_mean", "acs_mc_mean", "acs_cc_mean"):
+        assert blank.metrics[key] <= 0.5 * clean.metrics[key] + 0.05, key
+    for key in ("acs_bcc_mean", "acs_mc_mean"):  # CC keeps the classifier's bias; the BCC rates lose it
+        assert blank.metrics[key] == pytest.approx(0.5 * rest_truth, abs=0.06), key
+    assert blank.metrics["acs_bcc_low"] <= 0.5 * rest_truth <= blank.metrics["acs_bcc_high"]
+    per = blank.tables["per_prompt_type"]
+    assert per["failure_rate"].between(0.4, 0.6).all() and blank.metrics["acs_n_items"] == 300

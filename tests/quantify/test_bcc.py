@@ -1,4 +1,4 @@
-"""BCC model: input rules, and the PyMC posterior against a direct grid integration of the same model."""
+"""BCC model: input rules, and the NUTS (PyMC) posterior against a direct grid integration of the same model."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def batch_fit():
     names = NAMES + [f"sim{k}" for k in range(len(sim))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BCCWarning)
-        return fit_bcc_batch(*rows.T, cells=names, sampler=FAST, allow_no_human_positives=True)
+        return fit_bcc_batch(*rows.T, cells=names, sampler=FAST, allow_no_human_positives=True, method="nuts")
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_batch_matches_direct_integration(batch_fit, oracle):
 
 
 def test_single_cell_fit_matches_batch_and_oracle(batch_fit, oracle):
-    fit = fit_bcc(*CELLS[0], sampler=SamplerConfig(draws=500, tune=500, chains=2, seed=11))
+    fit = fit_bcc(*CELLS[0], sampler=SamplerConfig(draws=500, tune=500, chains=2, seed=11), method="nuts")
     assert fit.draws.shape == (1, 1000)
     assert fit.draws[0].mean() == pytest.approx(batch_fit.draws[0].mean(), abs=0.01)
     assert fit.draws[0].mean() == pytest.approx(oracle[0][0], abs=0.01)
@@ -188,6 +188,6 @@ def test_cell_names_must_be_distinct():
 
 
 def test_one_chain_has_no_rhat_but_keeps_ess():
-    fit = fit_bcc(*CELLS[0], sampler=SamplerConfig(draws=100, tune=100, chains=1, seed=0))
+    fit = fit_bcc(*CELLS[0], sampler=SamplerConfig(draws=100, tune=100, chains=1, seed=0), method="nuts")
     assert np.isnan(fit.rhat).all() and fit.ess[0] > 0
     assert fit.draws.shape == (1, 100)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -56,3 +58,21 @@ def test_empty_human_row_warns():
 
     with pytest.warns(BCCWarning, match="uniform Dirichlet"):
         _validate([[5, 1, 0], [0, 0, 0], [1, 2, 6]], [30, 30, 40], ["a", "b", "c"])
+
+
+def test_fits_with_the_same_labels_reuse_one_compiled_model():
+    from countboard.quantify import multiclass
+
+    multiclass.MC_CACHE.clear()
+    cfg = SamplerConfig(draws=100, tune=100, chains=1, seed=2)
+    conf, s = [[30, 5, 5], [4, 20, 6], [2, 3, 25]], [3000, 3000, 3900]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BCCWarning)
+        first = fit_bcc_multiclass(conf, s, labels=["a", "b", "c"], sampler=cfg)
+        cached = multiclass.MC_CACHE[(3, cfg.target_accept)]
+        other = fit_bcc_multiclass([[10, 1, 1], [1, 10, 1], [1, 1, 10]], [100, 8000, 100], sampler=cfg)
+        again = fit_bcc_multiclass(conf, s, labels=["x", "y", "z"], sampler=cfg)
+    assert list(multiclass.MC_CACHE) == [(3, cfg.target_accept)] and multiclass.MC_CACHE[(3, cfg.target_accept)] is cached
+    assert other.draws[:, 1].mean() > 0.8 > first.draws[:, 1].mean()
+    np.testing.assert_array_equal(first.draws, again.draws)
+    assert list(again.idata.posterior.coords["label"].values) == ["x", "y", "z"]

@@ -2,7 +2,10 @@
 
 - ``beta``: closed-form Beta quantities (CC / human posteriors, moment matching, JS divergence, ``P(X > Y)``,
   sample value).
-- ``bcc``: the PyMC model, fitted for K cells at once (``fit_bcc_batch``) or one (``fit_bcc``, ``bcc_posterior``).
+- ``bcc``: the model, fitted for K cells at once (``fit_bcc_batch``) or one (``fit_bcc``, ``bcc_posterior``), with
+  ``method="auto"`` (exact for binary cells), ``"exact"`` or ``"nuts"`` (one compiled PyMC model, reused).
+- ``exact``: the binary posterior by importance sampling through ``q = tpr p + fpr (1 - p)`` (``ExactConfig``).
+- ``pooling``: the pooled cell of groups labelled per group (population-weighted combination).
 - ``cells``: from decisions and human labels to the per-cell report the ``bcc`` task logs.
 - ``compare``: pairwise ``P(generator i > generator j)`` for one classifier.
 - ``multiclass``: Dirichlet version for attributes with more than two labels.
@@ -36,10 +39,11 @@ from countboard.quantify.beta import (
 from countboard.quantify.cells import CellCounts, cell_report, counts_from_labels, report_cells
 from countboard.quantify.compare import generator_comparison, pairwise_prob_greater
 from countboard.quantify.errors import BCCWarning, NoHumanPositivesError, QuantifyInputError
+from countboard.quantify.exact import ExactConfig
 from countboard.quantify.multiclass import MultiClassFit, fit_bcc_multiclass
 
 __all__ = [
-    "BCCFit", "BCCWarning", "CellCounts", "MultiClassFit", "NoHumanPositivesError", "QuantifyInputError",
+    "BCCFit", "BCCWarning", "CellCounts", "ExactConfig", "MultiClassFit", "NoHumanPositivesError", "QuantifyInputError",
     "SamplerConfig",
     "acc_estimate", "bcc_posterior", "bcc_posterior_batch", "beta_from_moments", "beta_interval", "beta_mean",
     "beta_var", "cc_posterior", "cell_report", "counts_from_labels", "fit_bcc", "fit_bcc_batch",

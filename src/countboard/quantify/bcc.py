@@ -10,9 +10,17 @@ label of which the classifier calls ``s_m`` positive::
     fpr ~ Beta(fp + 1, tn + 1)
     s_m ~ Binomial(n_m, tpr * p + fpr * (1 - p))
 
-K cells are fitted in one compiled PyMC model with every variable of shape ``(K,)``; the cells share no
-parameter, so the joint posterior is the product of the per-cell posteriors and each cell's draws follow the same
-distribution as a fit of that cell alone.
+Two ways to the posterior (``fit_bcc_batch(..., method=...)``):
+
+* ``exact`` (the default through ``auto``): importance sampling through ``q = tpr * p + fpr * (1 - p)``
+  (``quantify.exact``), vectorised over cells, with a per-cell effective sample size and Monte-Carlo error of the
+  mean; hundreds of cells take well under a second.
+* ``nuts``: K cells in one compiled PyMC model with every variable of shape ``(K,)``, kept as a cross-check. The
+  counts enter through ``pm.Data``, so a second fit of the same number of cells reuses the compiled model and
+  sampler (``NUTS_CACHE``) instead of building a new one.
+
+The cells share no parameter, so the joint posterior is the product of the per-cell posteriors and each cell's
+draws follow the same distribution as a fit of that cell alone.
 
 Input rules (see ``docs/bcc.md``):
 
@@ -35,15 +43,21 @@ import logging
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import arviz as az
 import numpy as np
 import pymc as pm
+import xarray as xr
 
 from countboard.quantify.errors import BCCWarning, NoHumanPositivesError, QuantifyInputError
+from countboard.quantify.exact import ExactConfig, ExactResult, fit_exact
 
-#: R-hat above this marks a posterior as not converged.
+#: R-hat above this marks a NUTS posterior as not converged.
 RHAT_MAX = 1.01
+#: An exact (importance-sampling) posterior with a smaller effective sample size is not trusted.
+ESS_MIN = 400
+METHODS = ("auto", "exact", "nuts")
 
 
 @dataclass(frozen=True)
@@ -69,10 +83,15 @@ class BCCFit:
 
     Attributes:
         cells: Cell names, in the order of every array's first axis.
-        draws: ``(K, chains * draws)`` posterior draws of ``p``.
-        rhat: ``(K,)`` largest rank-normalised split R-hat of ``p``, ``tpr`` and ``fpr`` in each cell.
-        ess: ``(K,)`` smallest bulk effective sample size of ``p``, ``tpr`` and ``fpr`` in each cell.
-        idata: The ArviZ InferenceData (posterior, sample stats, observed data), dimension ``cell``.
+        draws: ``(K, chains * draws)`` posterior draws of ``p`` (resampled draws for ``exact``).
+        rhat: ``(K,)`` largest rank-normalised split R-hat of ``p``, ``tpr`` and ``fpr`` in each cell (NaN for
+            ``exact``, which has no chains, and for NUTS with one chain).
+        ess: ``(K,)`` effective sample size: for ``nuts`` the smallest bulk ESS of ``p``, ``tpr`` and ``fpr``; for
+            ``exact`` the Kish ESS of the importance weights.
+        idata: The ArviZ InferenceData, dimension ``cell`` (for ``exact`` the resampled draws as one chain).
+        method: ``exact`` or ``nuts``.
+        mean: ``(K,)`` posterior mean of ``p`` (the weighted mean for ``exact``, the draws' mean for ``nuts``).
+        mcse: ``(K,)`` Monte-Carlo standard error of ``mean``.
     """
 
     cells: list[str]
@@ -80,10 +99,20 @@ class BCCFit:
     rhat: np.ndarray
     ess: np.ndarray
     idata: az.InferenceData
+    method: str = "nuts"
+    mean: np.ndarray | None = None
+    mcse: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.mean is None:
+            self.mean = self.draws.mean(axis=1)
 
     @property
     def converged(self) -> np.ndarray:
-        """``(K,)`` True where R-hat is at most ``RHAT_MAX``."""
+        """``(K,)`` True where R-hat is at most ``RHAT_MAX`` (``nuts``) or the ESS is at least ``ESS_MIN``
+        (``exact``)."""
+        if self.method == "exact":
+            return self.ess >= ESS_MIN
         return self.rhat <= RHAT_MAX
 
 
@@ -154,20 +183,59 @@ def validate_counts(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = N
     return counts
 
 
-def build_bcc_model(counts: dict[str, np.ndarray], cells: Sequence[str]) -> pm.Model:
-    """The vectorised BCC model of ``len(cells)`` cells (validated ``counts`` from ``validate_counts``)."""
-    tp, fn, fp, tn = (counts[k].astype(np.float64) for k in ("tp", "fn", "fp", "tn"))
+#: Compiled NUTS models and their samplers by (number of cells, target_accept), reused by later fits.
+NUTS_CACHE: dict[tuple[int, float], tuple[pm.Model, Any]] = {}
+NUTS_CACHE_SIZE = 8
+_DATA = ("a_p", "b_p", "a_t", "b_t", "a_f", "b_f", "n_m", "s_obs")
+
+
+def _model_data(counts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ``pm.Data`` values of the model: Beta parameters of the three rates and the binomial counts."""
+    tp, fn, fp, tn, s_m, n_m = (counts[k].astype(np.float64) for k in ("tp", "fn", "fp", "tn", "s_m", "n_m"))
     s_h, b = tp + fn, tp + fn + fp + tn
-    with pm.Model(coords={"cell": list(cells)}) as model:
-        p = pm.Beta("p", alpha=s_h + 1, beta=b - s_h + 1, dims="cell")
-        tpr = pm.Beta("tpr", alpha=tp + 1, beta=fn + 1, dims="cell")
-        fpr = pm.Beta("fpr", alpha=fp + 1, beta=tn + 1, dims="cell")
-        pm.Binomial("s_m", n=counts["n_m"], p=tpr * p + fpr * (1 - p), observed=counts["s_m"], dims="cell")
+    return {"a_p": s_h + 1, "b_p": b - s_h + 1, "a_t": tp + 1, "b_t": fn + 1, "a_f": fp + 1, "b_f": tn + 1,
+            "n_m": n_m, "s_obs": s_m}
+
+
+def _empty_model(k_cells: int) -> pm.Model:
+    """The vectorised model of ``k_cells`` cells with its counts in ``pm.Data`` (set them with ``pm.set_data``)."""
+    with pm.Model(coords={"cell": [str(i) for i in range(k_cells)]}) as model:
+        d = {name: pm.Data(name, np.ones(k_cells), dims="cell") for name in _DATA}
+        p = pm.Beta("p", alpha=d["a_p"], beta=d["b_p"], dims="cell")
+        tpr = pm.Beta("tpr", alpha=d["a_t"], beta=d["b_t"], dims="cell")
+        fpr = pm.Beta("fpr", alpha=d["a_f"], beta=d["b_f"], dims="cell")
+        pm.Binomial("s_m", n=d["n_m"], p=tpr * p + fpr * (1 - p), observed=d["s_obs"], dims="cell")
     return model
 
 
+def build_bcc_model(counts: dict[str, np.ndarray], cells: Sequence[str]) -> pm.Model:
+    """The vectorised BCC model of ``len(cells)`` cells (validated ``counts`` from ``validate_counts``)."""
+    model = _empty_model(len(cells))
+    pm.set_data(_model_data(counts), model=model)
+    return model
+
+
+def _nuts_model(counts: dict[str, np.ndarray], target_accept: float) -> tuple[pm.Model, Any]:
+    """A compiled model of ``len(counts["tp"])`` cells with ``counts`` set, and its NUTS sampler, from the cache.
+
+    The sampler's step size and mass matrix are reset, so a fit does not depend on the fits before it.
+    """
+    key = (len(counts["tp"]), float(target_accept))
+    if key not in NUTS_CACHE:
+        model = _empty_model(key[0])
+        with model, quiet_pymc():
+            step = pm.NUTS(target_accept=key[1])
+        if len(NUTS_CACHE) >= NUTS_CACHE_SIZE:
+            NUTS_CACHE.pop(next(iter(NUTS_CACHE)))
+        NUTS_CACHE[key] = (model, step)
+    model, step = NUTS_CACHE[key]
+    pm.set_data(_model_data(counts), model=model)
+    step.reset_tuning()
+    return model, step
+
+
 @contextlib.contextmanager
-def _quiet_pymc():
+def quiet_pymc():
     logger = logging.getLogger("pymc")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -177,12 +245,14 @@ def _quiet_pymc():
         logger.setLevel(level)
 
 
-def sample_model(model: pm.Model, cfg: SamplerConfig) -> az.InferenceData:
-    """NUTS draws of ``model`` with ``cfg``, without progress bars or PyMC's own log lines and checks."""
-    with model, _quiet_pymc(), warnings.catch_warnings():
+def sample_model(model: pm.Model, cfg: SamplerConfig, step: Any = None) -> az.InferenceData:
+    """NUTS draws of ``model`` with ``cfg`` (and a compiled ``step`` to reuse, if given), without progress bars
+    or PyMC's own log lines and checks."""
+    with model, quiet_pymc(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*BLAS.*")
+        kwargs = {"target_accept": cfg.target_accept} if step is None else {"step": step}
         return pm.sample(draws=cfg.draws, tune=cfg.tune, chains=cfg.chains, cores=cfg.cores, random_seed=cfg.seed,
-                         target_accept=cfg.target_accept, progressbar=False, compute_convergence_checks=False)
+                         progressbar=False, compute_convergence_checks=False, **kwargs)
 
 
 def _diagnostics(idata: az.InferenceData) -> tuple[np.ndarray, np.ndarray]:
@@ -197,26 +267,33 @@ def _diagnostics(idata: az.InferenceData) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = None,
-                  sampler: SamplerConfig | None = None, allow_no_human_positives: bool = False) -> BCCFit:
-    """Fit K independent BCC cells in one compiled PyMC model.
+                  sampler: SamplerConfig | None = None, allow_no_human_positives: bool = False,
+                  method: str = "auto", exact: ExactConfig | None = None) -> BCCFit:
+    """Fit K independent BCC cells at once.
 
     Args:
         tp, fn, fp, tn: ``(K,)`` confusion counts of the classifier against the human labels (positive = success).
         s_m, n_m: ``(K,)`` classifier positives among, and number of, items without a human label.
         cells: Names of the cells (default ``"0" .. "K-1"``).
         sampler: Sampler settings (default ``SamplerConfig()``: 2 chains of 1000 draws after 1000 tuning steps).
+            ``exact`` returns ``chains * draws`` resampled draws per cell and takes its seed from here.
         allow_no_human_positives: Fit cells with ``tp + fn = 0`` (with a ``BCCWarning``) instead of raising
             ``NoHumanPositivesError``.
+        method: ``exact`` (importance sampling, ``quantify.exact``), ``nuts`` (one compiled PyMC model) or
+            ``auto``: exact, since every cell here is binary (multi-class cells go to ``fit_bcc_multiclass``).
+        exact: Proposal and ESS settings of ``exact`` (its ``draws`` and ``seed`` come from ``sampler``).
 
     Returns:
-        A ``BCCFit``; a ``BCCWarning`` names the cells whose R-hat exceeds 1.01.
+        A ``BCCFit``; a ``BCCWarning`` names the cells whose R-hat exceeds 1.01 (``nuts``) or whose ESS stayed
+        below the target (``exact``).
 
     Example:
-        >>> fit = fit_bcc_batch([40, 10], [10, 5], [5, 20], [45, 65], [4500, 2500], [9900, 9900],
-        ...                     sampler=SamplerConfig(draws=200, tune=200))  # doctest: +SKIP
-        >>> fit.draws.shape  # doctest: +SKIP
-        (2, 400)
+        >>> fit = fit_bcc_batch([40, 10], [10, 5], [5, 20], [45, 65], [4500, 2500], [9900, 9900])
+        >>> fit.method, fit.draws.shape, bool(fit.mcse.max() < 0.002)
+        ('exact', (2, 2000), True)
     """
+    if method not in METHODS:
+        raise QuantifyInputError(f"BCC method must be one of {', '.join(METHODS)}, got {method!r}")
     counts = check_counts(tp, fn, fp, tn, s_m, n_m)
     k_cells = len(counts["tp"])
     cells = [str(c) for c in (cells if cells is not None else range(k_cells))]
@@ -224,31 +301,63 @@ def fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, *, cells: Sequence[str] | None = Non
         raise QuantifyInputError(f"need {k_cells} distinct cell names, got {cells[:5]}...")
     counts = validate_counts(*(counts[k] for k in ("tp", "fn", "fp", "tn", "s_m", "n_m")), cells=cells,
                              allow_no_human_positives=allow_no_human_positives)
-    idata = sample_model(build_bcc_model(counts, cells), sampler or SamplerConfig())
+    cfg = sampler or SamplerConfig()
+    if method == "nuts":
+        fit = _fit_nuts(counts, cells, cfg)
+    else:
+        base = exact or ExactConfig()
+        ecfg = ExactConfig(**{**base.__dict__, "draws": cfg.draws * cfg.chains, "seed": cfg.seed})
+        fit = _exact_fit(fit_exact(counts, ecfg), cells)
+        low = np.flatnonzero(fit.ess < min(ecfg.target_ess, ESS_MIN))
+        if low.size:
+            worst = ", ".join(f"{cells[i]} ({fit.ess[i]:.0f})" for i in low[:5])
+            warnings.warn(f"importance-sampling ESS below {ESS_MIN} in {low.size} of {k_cells} cell(s): {worst}; "
+                          "raise ExactConfig.max_proposals or cross-check with method='nuts'", BCCWarning,
+                          stacklevel=2)
+    return fit
+
+
+def _fit_nuts(counts: dict[str, np.ndarray], cells: list[str], cfg: SamplerConfig) -> BCCFit:
+    model, step = _nuts_model(counts, cfg.target_accept)
+    idata = sample_model(model, cfg, step).assign_coords(cell=cells)
     rhat, ess = _diagnostics(idata)
+    k_cells = len(cells)
     draws = idata.posterior["p"].transpose("cell", "chain", "draw").values.reshape(k_cells, -1)
-    fit = BCCFit(cells=cells, draws=draws, rhat=rhat, ess=ess, idata=idata)
+    mcse = az.mcse(idata, var_names=["p"])["p"].values
+    fit = BCCFit(cells=cells, draws=draws, rhat=rhat, ess=ess, idata=idata, method="nuts", mcse=mcse)
     bad = np.flatnonzero(rhat > RHAT_MAX)
     if bad.size:
         worst = ", ".join(f"{cells[i]} ({rhat[i]:.3f})" for i in bad[:5])
         warnings.warn(f"R-hat above {RHAT_MAX} in {bad.size} of {k_cells} cell(s): {worst}; draw more samples "
-                      "(SamplerConfig.draws / tune) before trusting these posteriors", BCCWarning, stacklevel=2)
+                      "(SamplerConfig.draws / tune) before trusting these posteriors", BCCWarning, stacklevel=3)
     return fit
 
 
+def _exact_fit(result: ExactResult, cells: list[str]) -> BCCFit:
+    """A ``BCCFit`` from importance sampling: the resampled draws as one chain of the InferenceData."""
+    posterior = {name: getattr(result, name).T[None] for name in ("p", "tpr", "fpr")}
+    idata = az.from_dict(posterior=posterior, coords={"cell": cells}, dims={k: ["cell"] for k in posterior},
+                         attrs={"method": "exact"})
+    stats = {"ess": result.ess, "mcse": result.mcse, "mean": result.mean, "proposals": result.proposals}
+    idata.add_groups(sample_stats=xr.Dataset({k: ("cell", v) for k, v in stats.items()}, coords={"cell": cells}))
+    return BCCFit(cells=cells, draws=result.p, rhat=np.full(len(cells), np.nan), ess=result.ess, idata=idata,
+                  method="exact", mean=result.mean, mcse=result.mcse)
+
+
 def fit_bcc(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int, *,
-            sampler: SamplerConfig | None = None, allow_no_human_positives: bool = False) -> BCCFit:
+            sampler: SamplerConfig | None = None, allow_no_human_positives: bool = False,
+            method: str = "auto") -> BCCFit:
     """Fit one BCC cell (a batch of one); see ``fit_bcc_batch``."""
     for name, value in dict(tp=tp, fn=fn, fp=fp, tn=tn, s_m=s_m, n_m=n_m).items():
         if np.ndim(value) != 0:
             raise QuantifyInputError(f"fit_bcc fits one cell: {name} must be a scalar; use fit_bcc_batch for K")
     return fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, sampler=sampler,
-                         allow_no_human_positives=allow_no_human_positives)
+                         allow_no_human_positives=allow_no_human_positives, method=method)
 
 
 def bcc_posterior(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int, *, draws: int = 1000,
                   chains: int = 2, seed: int | None = 0, tune: int | None = None, cores: int = 1,
-                  allow_no_human_positives: bool = False) -> np.ndarray:
+                  allow_no_human_positives: bool = False, method: str = "auto") -> np.ndarray:
     """Posterior draws of the success rate ``p`` of one cell (``chains * draws`` values).
 
     See the module docstring for the model and the input rules; ``tune`` defaults to ``draws``. Use ``fit_bcc``
@@ -260,14 +369,14 @@ def bcc_posterior(tp: int, fn: int, fp: int, tn: int, s_m: int, n_m: int, *, dra
         True
     """
     cfg = SamplerConfig(draws=draws, tune=draws if tune is None else tune, chains=chains, cores=cores, seed=seed)
-    return fit_bcc(tp, fn, fp, tn, s_m, n_m, sampler=cfg,
-                   allow_no_human_positives=allow_no_human_positives).draws[0]
+    return fit_bcc(tp, fn, fp, tn, s_m, n_m, sampler=cfg, allow_no_human_positives=allow_no_human_positives,
+                   method=method).draws[0]
 
 
 def bcc_posterior_batch(tp, fn, fp, tn, s_m, n_m, *, draws: int = 1000, chains: int = 2, seed: int | None = 0,
-                        tune: int | None = None, cores: int = 1, allow_no_human_positives: bool = False
-                        ) -> np.ndarray:
+                        tune: int | None = None, cores: int = 1, allow_no_human_positives: bool = False,
+                        method: str = "auto") -> np.ndarray:
     """``(K, chains * draws)`` posterior draws of ``p`` for K cells fitted in one model (see ``fit_bcc_batch``)."""
     cfg = SamplerConfig(draws=draws, tune=draws if tune is None else tune, chains=chains, cores=cores, seed=seed)
-    return fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, sampler=cfg,
-                         allow_no_human_positives=allow_no_human_positives).draws
+    return fit_bcc_batch(tp, fn, fp, tn, s_m, n_m, sampler=cfg, allow_no_human_positives=allow_no_human_positives,
+                         method=method).draws

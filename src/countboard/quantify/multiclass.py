@@ -8,6 +8,9 @@ label) and the classifier's label counts ``s`` on the ``n_m`` unlabelled items::
     s        ~ Multinomial(n_m, pi @ theta)
 
 With two labels ordered ``[failure, success]`` (``C = [[tn, fp], [fn, tp]]``) this is the binary model of ``bcc``.
+
+The counts enter the model through ``pm.Data``: fits with the same number of labels reuse one compiled model and
+NUTS sampler (``MC_CACHE``), with its step size and mass matrix reset, instead of compiling a new one each time.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import arviz as az
 import numpy as np
 import pymc as pm
 
-from countboard.quantify.bcc import RHAT_MAX, SamplerConfig, sample_model
+from countboard.quantify.bcc import NUTS_CACHE_SIZE, RHAT_MAX, SamplerConfig, quiet_pymc, sample_model
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
 
 
@@ -67,6 +71,36 @@ def _validate(confusion, s_unlabelled, labels) -> tuple[np.ndarray, np.ndarray, 
     return conf.astype(np.int64), s.astype(np.int64), names
 
 
+#: Compiled multi-class models and their NUTS samplers by (number of labels, target_accept).
+MC_CACHE: dict[tuple[int, float], tuple[pm.Model, Any]] = {}
+
+
+def _cached_model(conf: np.ndarray, s: np.ndarray, target_accept: float) -> tuple[pm.Model, Any]:
+    """The compiled model for ``L`` labels with these counts set, and its sampler (tuning reset)."""
+    key = (conf.shape[0], float(target_accept))
+    if key not in MC_CACHE:
+        n_labels = key[0]
+        coords = {"label": [str(i) for i in range(n_labels)], "predicted": [str(i) for i in range(n_labels)]}
+        with pm.Model(coords=coords) as model:
+            a_pi = pm.Data("a_pi", np.ones(n_labels), dims="label")
+            a_theta = pm.Data("a_theta", np.ones((n_labels, n_labels)), dims=("label", "predicted"))
+            n_m = pm.Data("n_m", 1.0)
+            s_obs = pm.Data("s_obs", np.ones(n_labels), dims="predicted")
+            pi = pm.Dirichlet("pi", a=a_pi, dims="label")
+            theta = pm.Dirichlet("theta", a=a_theta, dims=("label", "predicted"))
+            pm.Multinomial("s_m", n=n_m, p=pm.math.dot(pi, theta), observed=s_obs, dims="predicted")
+            with quiet_pymc():
+                step = pm.NUTS(target_accept=key[1])
+        if len(MC_CACHE) >= NUTS_CACHE_SIZE:
+            MC_CACHE.pop(next(iter(MC_CACHE)))
+        MC_CACHE[key] = (model, step)
+    model, step = MC_CACHE[key]
+    pm.set_data({"a_pi": conf.sum(axis=1).astype(np.float64) + 1, "a_theta": conf.astype(np.float64) + 1,
+                 "n_m": float(s.sum()), "s_obs": s.astype(np.float64)}, model=model)
+    step.reset_tuning()
+    return model, step
+
+
 def fit_bcc_multiclass(confusion, s_unlabelled, *, labels: Sequence[str] | None = None,
                        sampler: SamplerConfig | None = None) -> MultiClassFit:
     """Posterior of the label prevalences (see the module docstring for the model).
@@ -85,11 +119,8 @@ def fit_bcc_multiclass(confusion, s_unlabelled, *, labels: Sequence[str] | None 
     """
     conf, s, names = _validate(confusion, s_unlabelled, labels)
     cfg = sampler or SamplerConfig()
-    with pm.Model(coords={"label": names, "predicted": names}) as model:
-        pi = pm.Dirichlet("pi", a=conf.sum(axis=1).astype(np.float64) + 1, dims="label")
-        theta = pm.Dirichlet("theta", a=conf.astype(np.float64) + 1, dims=("label", "predicted"))
-        pm.Multinomial("s_m", n=int(s.sum()), p=pm.math.dot(pi, theta), observed=s, dims="predicted")
-    idata = sample_model(model, cfg)
+    model, step = _cached_model(conf, s, cfg.target_accept)
+    idata = sample_model(model, cfg, step).assign_coords(label=names, predicted=names)
     draws = idata.posterior["pi"].stack(sample=("chain", "draw")).transpose("sample", "label").values
     ess = az.ess(idata, var_names=["pi"])["pi"].values
     rhat = az.rhat(idata, var_names=["pi"])["pi"].values if cfg.chains > 1 else np.full(len(names), np.nan)

@@ -6,15 +6,20 @@ parameter (config group ``task/classifier``).
 - ``units``: the prompt ids.
 - ``run_units``: generate the texts of a chunk of prompts, classify them; the record keeps the prompt, the
   requested label, the text, its ``text_id``, the classifier's label and scores, and the label the text really
-  expresses when the generator knows it. An empty text, a classifier answer outside the label set or a prompt with
-  an unknown requested label is a failed unit (reported in ``failures.json``); the others go on.
-- ``summarize``: human labels of a random subset of ``B`` texts (simulated from the true labels, or read from a
-  label file by ``text_id``); a text succeeds when its label equals the requested one. BCC (binary
-  match/mismatch) cells per requested label and pooled (``all``) are fitted in one batched model (a cell with no
-  human positive is fitted with a prior-only TPR and flagged ``no_human_positives`` in ``bcc_cells``), and the run logs
-  the pooled cell's report (``schema/bcc.yaml``); the multi-class (Dirichlet) BCC per requested label gives
-  ``acs_mc_*``; the classifier's TPR/FPR and macro-F1 against the human labels and Cohen's kappa between two
-  annotators go beside them (``schema/text.yaml``).
+  expresses when the generator knows it. An empty (or blank) text, or a classifier answer outside the label set,
+  is a failed output: an attribute-control failure ("not satisfied"), recorded with ``failed = 1`` and the reason
+  in ``failure``, and kept in every denominator. A prompt with an unknown requested label, or a generation batch
+  that raises, is a failed unit (reported in ``failures.json``, retried on resume); the others go on.
+- ``summarize``: human labels of a random subset of ``B`` of the judged texts (simulated from the true labels, or
+  read from a label file by ``text_id``); a text succeeds when its label equals the requested one. BCC (binary
+  match/mismatch) cells per requested label and pooled (``all``, the summed counts: the labelled texts are a simple
+  random sample of all judged texts) are fitted together (``bcc_method``: ``auto`` = exact, or ``nuts``; a cell
+  with no human positive is fitted with a prior-only TPR and flagged ``no_human_positives`` in ``bcc_cells``).
+  Failed outputs are known failures: every rate of a cell is that of its judged texts times their share, CC counts
+  them as "not satisfied", and ``acs_failure_rate`` is their share. The run logs the pooled cell's report
+  (``schema/bcc.yaml``); the multi-class (Dirichlet) BCC per requested label gives ``acs_mc_*``; the
+  classifier's TPR/FPR and macro-F1 against the human labels and Cohen's kappa between two annotators go beside
+  them (``schema/text.yaml``).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from countboard.metrics.agreement import (
     one_vs_rest_rates,
 )
 from countboard.models.base import TextClassifier
-from countboard.quantify.bcc import SamplerConfig
+from countboard.quantify.bcc import METHODS, SamplerConfig
 from countboard.quantify.beta import beta_mean, cc_posterior
 from countboard.quantify.cells import INTERVAL_MASS, NO_HUMAN_POSITIVES, counts_from_labels, report_cells
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
@@ -82,14 +87,15 @@ class TextACSTask(Task):
         classifier: The metric annotator (built from ``task/classifier``).
         human: ``HumanConfig`` fields.
         sampler: ``SamplerConfig`` fields for the BCC fits (the seed is the job's).
-        multiclass: Also fit the multi-class BCC (one Dirichlet model per requested label).
+        multiclass: Also fit the multi-class BCC (one Dirichlet model per requested label, NUTS).
+        bcc_method: ``auto`` (exact for the binary cells), ``exact`` or ``nuts``.
     """
 
     name = "text_acs"
     family = "acs"
 
     def __init__(self, classifier: TextClassifier, human: Mapping[str, Any] | None = None,
-                 sampler: Mapping[str, Any] | None = None, multiclass: bool = True):
+                 sampler: Mapping[str, Any] | None = None, multiclass: bool = True, bcc_method: str = "auto"):
         if not isinstance(classifier, TextClassifier):
             raise ConfigError(f"task.classifier must build a TextClassifier (pick one with task/classifier=…), got "
                               f"{type(classifier).__name__}")
@@ -101,6 +107,9 @@ class TextACSTask(Task):
         except TypeError as exc:
             raise ConfigError(f"task.human / task.sampler: {exc}") from exc
         self.multiclass = bool(multiclass)
+        if bcc_method not in METHODS:
+            raise ConfigError(f"task.bcc_method must be one of {', '.join(METHODS)}, got {bcc_method!r}")
+        self.bcc_method = bcc_method
 
     def units(self, model: Any, dataset: Any, ctx: RunContext) -> Sequence[str]:
         if not hasattr(model, "generate_batch"):
@@ -139,13 +148,13 @@ class TextACSTask(Task):
         return [records[u] for u in unit_ids]
 
     def _record(self, g, c, labels: Sequence[str]) -> dict:
-        if c.error:
-            return {"unit_id": g.prompt.prompt_id, "error": c.error}
+        """One text's record; an output the classifier could not judge is a failed output (``failed = 1``)."""
         rec = {"unit_id": g.prompt.prompt_id, "title": g.prompt.title, "prompt": g.prompt.prompt,
-               "requested": g.prompt.label, "text": g.text, "text_id": ann.text_id(g.text),
-               "classifier_label": c.label, "classifier_raw": c.raw_label,
+               "requested": g.prompt.label, "text": g.text or "", "text_id": ann.text_id(g.text or ""),
+               "classifier_label": c.label or "", "classifier_raw": c.raw_label,
                "classifier_score": np.nan if c.score is None else float(c.score),
-               "cc_success": int(c.label == g.prompt.label), "true_label": g.true_label or ""}
+               "cc_success": int(c.error is None and c.label == g.prompt.label), "true_label": g.true_label or "",
+               "failed": int(c.error is not None), "failure": c.error or ""}
         for lab in labels:
             rec[f"score_{lab}"] = np.nan if c.scores is None else float(c.scores.get(lab, np.nan))
         return rec
@@ -157,13 +166,15 @@ class TextACSTask(Task):
         """
         out = pd.DataFrame(index=df.index, columns=["human", "annotator_a", "annotator_b"], dtype=object)
         notes: dict[str, Any] = {"human_source": self.human.source}
+        judged = np.flatnonzero(_failed(df) == 0)  # a failed output needs no label: it is a known failure
         if self.human.source == "simulated":
             b = self.human.n_labelled
-            if b >= len(df):
-                raise ConfigError(f"task.human.n_labelled={b} but the run has {len(df)} texts: BCC needs texts "
-                                  "without a human label; lower task.human.n_labelled or raise dataset.n_prompts")
+            if b >= len(judged):
+                raise ConfigError(f"task.human.n_labelled={b} but the run has {len(judged)} judged texts: BCC needs "
+                                  "texts without a human label; lower task.human.n_labelled or raise "
+                                  "dataset.n_prompts")
             rng = ctx.rng(HUMAN_SALT)
-            chosen = np.sort(rng.choice(len(df), size=b, replace=False))
+            chosen = np.sort(rng.choice(judged, size=b, replace=False))
             truth = df["true_label"].iloc[chosen].tolist()
             votes = ann.simulate_annotations(truth, labels, self.human.error_rate, self.human.annotators, rng)
             out.iloc[chosen, 0] = ann.adjudicate_simulated(votes, truth)
@@ -176,7 +187,7 @@ class TextACSTask(Task):
                 ctx.log.warning("human labels: %s", p)
             notes["label_file_problems"] = len(problems)
             final = ann.adjudicate(rows)["label"]
-            out["human"] = df["text_id"].map(final)
+            out["human"] = df["text_id"].map(final).where(_failed(df) == 0)
             pair = ann.annotator_pair(rows)
             if pair is not None:
                 a, b, both = pair
@@ -194,8 +205,11 @@ class TextACSTask(Task):
             "requested_confusion": _long_confusion(df["requested"], df["classifier_label"], labels, "requested",
                                                    "classifier")}
         arrays: dict[str, dict[str, np.ndarray]] = {}
+        failed = _failed(df)
+        df = df.assign(failed=failed, cc_success=np.where(failed == 1, 0, df["cc_success"]))
+        metrics["acs_failure_rate"] = float(failed.mean())
         if (df["true_label"] != "").all():
-            metrics["acs_true_rate"] = float((df["true_label"] == df["requested"]).mean())
+            metrics["acs_true_rate"] = float(((df["true_label"] == df["requested"]) & (failed == 0)).mean())
         labelled = df[df["human"].notna()]
         if len(labelled) and len(labelled) < len(df):
             bcc_metrics, cells, draws = self._binary_bcc(df, labels, ctx)
@@ -236,19 +250,20 @@ class TextACSTask(Task):
         """BCC cells per requested label (those with labelled and unlabelled texts) and pooled, in one fit."""
         human_success = np.where(df["human"].notna(), (df["human"] == df["requested"]).astype(float), np.nan)
         decision = df["cc_success"].to_numpy()
+        failed = df["failed"].to_numpy() == 1
         counts, names = [], []
         for lab in labels:
             mask = (df["requested"] == lab).to_numpy()
-            c = counts_from_labels(decision[mask], human_success[mask])
+            c = counts_from_labels(decision[mask], human_success[mask], failed[mask])
             if c.n_human and c.n_m:
                 counts.append(c)
                 names.append(lab)
-        counts.append(counts_from_labels(decision, human_success))
+        counts.append(counts_from_labels(decision, human_success, failed))
         names.append(POOLED)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", BCCWarning)
             table, fit = report_cells(counts, names, SamplerConfig(**{**self.sampler, "seed": ctx.seed}),
-                                      allow_no_human_positives=True)
+                                      allow_no_human_positives=True, method=self.bcc_method)
         for w in caught:
             if issubclass(w.category, BCCWarning):
                 ctx.log.warning("BCC: %s", w.message)
@@ -257,8 +272,9 @@ class TextACSTask(Task):
         cells = table.reset_index().assign(classifier=self.classifier.name)
         for k, c in enumerate(counts):
             cells.loc[k, "s_m"], cells.loc[k, "n_m"] = c.s_m, c.n_m
-        metrics = {k: float(v) for k, v in table.loc[POOLED].drop(NO_HUMAN_POSITIVES).items()}
-        return metrics, cells, {"cells": np.array(names), "p": fit.draws}
+        metrics = {k: float(v) for k, v in table.loc[POOLED].drop(NO_HUMAN_POSITIVES).items() if np.isfinite(v)}
+        shares = np.array([[c.judged_share] for c in counts])  # draws of the rate of all texts, failures in
+        return metrics, cells, {"cells": np.array(names), "p": fit.draws * shares}
 
     def _multiclass_bcc(self, df: pd.DataFrame, labels: Sequence[str], ctx: RunContext
                         ) -> tuple[dict[str, float], pd.DataFrame]:
@@ -268,8 +284,9 @@ class TextACSTask(Task):
             part = df[df["requested"] == lab]
             if part.empty:
                 continue
-            known = part[part["human"].notna()]
-            unknown = part[part["human"].isna()]
+            judged = part[part["failed"] == 0]
+            known = judged[judged["human"].notna()]
+            unknown = judged[judged["human"].isna()]
             conf = confusion_matrix(known["human"].tolist(), known["classifier_label"].tolist(), labels)
             s = np.array([(unknown["classifier_label"] == x).sum() for x in labels])
             try:
@@ -284,7 +301,8 @@ class TextACSTask(Task):
                 lo, hi = np.quantile(fit.draws[:, j], [(1 - INTERVAL_MASS) / 2, (1 + INTERVAL_MASS) / 2])
                 rows.append({"requested": lab, "label": x, "mean": float(fit.draws[:, j].mean()), "low": float(lo),
                              "high": float(hi), "rhat": float(fit.rhat[j])})
-            combined = combined + len(part) / len(df) * fit.draws[:, labels.index(lab)]
+            # the judged texts' success rate times their share: failed outputs are failures
+            combined = combined + len(judged) / len(df) * fit.draws[:, labels.index(lab)]
         lo, hi = np.quantile(combined, [(1 - INTERVAL_MASS) / 2, (1 + INTERVAL_MASS) / 2])
         return {"acs_mc_mean": float(np.mean(combined)), "acs_mc_low": float(lo), "acs_mc_high": float(hi)}, \
             pd.DataFrame(rows)
@@ -315,11 +333,12 @@ def _per_label(df: pd.DataFrame, labels: Sequence[str], cells: pd.DataFrame | No
         part = df[df["requested"] == lab]
         known = part[part["human"].notna()]
         row = {"prompt_type": lab, "n": len(part),
+               "failure_rate": float(part["failed"].mean()) if len(part) else np.nan,
                "cc_rate": float(part["cc_success"].mean()) if len(part) else np.nan,
                "human_rate": float((known["human"] == lab).mean()) if len(known) else np.nan,
                "n_human": len(known)}
         if (part["true_label"] != "").all() and len(part):
-            row["true_rate"] = float((part["true_label"] == lab).mean())
+            row["true_rate"] = float(((part["true_label"] == lab) & (part["failed"] == 0)).mean())
         if cells is not None and lab in set(cells["cell"]):
             cell = cells.loc[cells["cell"] == lab].iloc[0]
             row.update(bcc_rate=float(cell["acs_bcc_mean"]), bcc_low=float(cell["acs_bcc_low"]),
@@ -327,3 +346,9 @@ def _per_label(df: pd.DataFrame, labels: Sequence[str], cells: pd.DataFrame | No
         rows.append(row)
     return pd.DataFrame(rows)
 
+
+def _failed(df: pd.DataFrame) -> np.ndarray:
+    """1 for failed outputs (records from before the ``failed`` column count as judged), else 0."""
+    if "failed" not in df:
+        return np.zeros(len(df), dtype=int)
+    return df["failed"].fillna(0).astype(int).to_numpy()
