@@ -8,7 +8,7 @@ from pathlib import Path
 
 from countboard.counting.models.shapecount import RECIPES, local_checkpoint_path
 from countboard.counting.models.shapecount_train import TrainConfig, train_recipe
-from countboard.tracking.checkpoints import log_checkpoint
+from countboard.tracking.trained import log_checkpoint
 
 
 def _main(args: argparse.Namespace) -> int:

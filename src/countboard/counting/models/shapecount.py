@@ -179,7 +179,7 @@ def resolve_checkpoint(recipe: str, checkpoint: str | Path | None, data_dir: str
             return local
         searched.append(str(local))
     if tracking_store:
-        from countboard.tracking.checkpoints import find_logged_checkpoint
+        from countboard.tracking.trained import find_logged_checkpoint
 
         found = find_logged_checkpoint(f"shapecount_{recipe}", str(tracking_store))
         if found is not None:
