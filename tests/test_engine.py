@@ -33,7 +33,7 @@ def test_multirun_2x2_then_rerun_adds_nothing(tmp_path):
     assert len(parents) == 1 and len(cells) == 4
     assert set(cells["status"]) == {"FINISHED"} and parents["status"].iloc[0] == "FINISHED"
     assert set(cells["tags.mlflow.parentRunId"]) == {parents["run_id"].iloc[0]}
-    assert set(cells["tags.mlflow.runName"]) == {f"model={m},dataset=toy,task={t}"
+    assert set(cells["tags.mlflow.runName"]) == {f"{m} · toy · {t}"
                                                 for m in ("toy", "toy_double") for t in ("toy", "toy_b")}
     for col in ("model", "dataset", "task", "model_kind", "config_hash", "git_commit", "countboard_version",
                 "device", "family"):
@@ -48,7 +48,7 @@ def test_multirun_2x2_then_rerun_adds_nothing(tmp_path):
     assert len(pd.read_parquet(art / "samples.parquet")) == 12
 
     proc = run_sweep([*TOY, "-m", "model=toy,toy_double", "task=toy,toy_b"], tmp_path)
-    assert (proc.stdout + proc.stderr).count("skip model=") == 4
+    assert (proc.stdout + proc.stderr).count("skip toy") == 4
     assert len(store_runs(store)) == 5
 
 
