@@ -379,6 +379,8 @@ def _write_views(con) -> None:
             view = ddl.family_view_sql(family)
             con.execute(ddl.family_table_sql(family, usable))
             con.execute(view)
+            con.execute(ddl.cells_table_sql(family, usable))
+            con.execute(ddl.cells_view_sql(family))
         except ValueError as exc:
             log.warning("no view for family %r: %s", family, exc)
 
