@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 import countboard
 from countboard.config import OPERATIONAL_KEYS, REPLICATE_KEYS, SUBSET_KEYS, validate_name
 from countboard.errors import ConfigError
-from countboard.tracking import Tracker, tracker_from_config
+from countboard.tracking import Tracker, failpoints, tracker_from_config
 from countboard.tracking import store as st
 from countboard.tracking.callbacks import parent_run_for_job
 from countboard.tracking.lease import Lease
@@ -182,6 +182,7 @@ class Cell:
         parent = parent_run_for_job(self.tracker)
         self.run_id = self.tracker.create_run(self.experiment_id, self.name,
                                               {**self.tags(family), "owner": self._owner()}, parent)
+        failpoints.hit("log_params")
         self.log_config()
         return True
 

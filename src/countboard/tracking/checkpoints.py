@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from countboard.tracking import failpoints
+
 log = logging.getLogger("countboard")
 
 CHECKPOINT_DIR = "checkpoints"
@@ -83,5 +85,6 @@ def write(tracker, run_id: str, index: int, records: list[dict]) -> str:
         pd.DataFrame.from_records(records).to_parquet(path, index=False)
         final = path.with_name(f"part-{index:05d}-{_sha(path)}.parquet")
         path.rename(final)
+        failpoints.hit("checkpoint_write")
         tracker.log_file(run_id, final, CHECKPOINT_DIR)
     return f"{CHECKPOINT_DIR}/{final.name}"
