@@ -83,13 +83,15 @@ def test_retry_gives_up_on_other_errors_and_retries_locks():
         st._retry(lambda: (_ for _ in ()).throw(KeyError("x")), "test")
 
 
-def test_mlflow_ui_serves_the_sweep_store_on_loopback(monkeypatch, tmp_path):
-    import subprocess
-
+def test_mlflow_ui_serves_the_sweep_store_on_loopback(monkeypatch, tmp_path, capsys):
     from countboard.cli import main
+    from countboard.tracking import commands
 
     calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(commands, "serve", lambda cmd: calls.append(cmd) or 0)
+    assert main(["mlflow-ui", "--store", str(tmp_path / "mlruns"), "--port", "5123"]) == 2  # no store yet
+    assert "no MLflow store at" in capsys.readouterr().err and not calls
+    tracker_from_config(OmegaConf.create({"kind": "local", "store_dir": str(tmp_path / "mlruns")}))
     assert main(["mlflow-ui", "--store", str(tmp_path / "mlruns"), "--port", "5123"]) == 0
     cmd = calls[0]
     assert cmd[1:4] == ["-m", "mlflow", "server"]
