@@ -97,3 +97,39 @@ def test_mlflow_ui_serves_the_sweep_store_on_loopback(monkeypatch, tmp_path, cap
     assert cmd[1:4] == ["-m", "mlflow", "server"]
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5123"
     assert cmd[cmd.index("--backend-store-uri") + 1] == st.local_store_uri(tmp_path / "mlruns")
+
+
+def test_experiments_are_classic_ml_experiments_inside_the_store(tracker, tmp_path):
+    exp = tracker.experiment_id("countboard")
+    assert tracker.client.get_experiment(exp).tags[st.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    with pytest.raises(ConfigError, match="not a valid name"):
+        tracker.experiment_id("../../x")
+    assert not (tmp_path / "x").exists() and not (tmp_path.parent / "x").exists()
+    with pytest.raises(ConfigError, match="not a valid name"):
+        tracker.create_run(exp, "a/../b", {})
+
+
+def test_errors_are_one_line_unless_debug(tmp_path, capsys, monkeypatch):
+    from countboard.cli import main
+    from countboard.errors import TrackingStoreError
+
+    monkeypatch.setenv("COUNTBOARD_DEBUG", "0")  # restored after the test: --debug sets it
+    assert main(["index", "--store", str(tmp_path / "typo")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and str(tmp_path / "typo") in err
+    with pytest.raises(TrackingStoreError):
+        main(["--debug", "index", "--store", str(tmp_path / "typo")])
+    monkeypatch.setenv("COUNTBOARD_DEBUG", "1")
+    with pytest.raises(TrackingStoreError):
+        main(["index", "--store", str(tmp_path / "typo")])
+
+
+def test_user_message_names_the_file():
+    import zipfile
+
+    from countboard.errors import user_message
+
+    assert user_message(FileNotFoundError(2, "No such file or directory", "/d/x.csv")) == \
+        "No such file or directory: /d/x.csv (FileNotFoundError)"
+    assert "zip" in user_message(zipfile.BadZipFile("File is not a zip file"))
+    assert user_message(KeyError("bug")) is None  # a bug keeps its traceback
