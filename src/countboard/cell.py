@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import socket
 import subprocess
 import tempfile
@@ -19,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import countboard
-from countboard.config import OPERATIONAL_KEYS, REPLICATE_KEYS, SUBSET_KEYS, validate_name
+from countboard.config import OPERATIONAL_KEYS, REPLICATE_KEYS, SUBSET_KEYS, clean_run_name
 from countboard.errors import ConfigError
 from countboard.tracking import Tracker, failpoints, tracker_from_config
 from countboard.tracking import store as st
@@ -94,8 +93,7 @@ def run_name(cfg: DictConfig, model: str, dataset: str, task: str) -> str:
         parts.append(f"seed {cfg.seed}")
     if cfg.get("max_samples") is not None:
         parts.append(f"first {cfg.max_samples}")
-    name = " · ".join(re.sub(r"[^A-Za-z0-9_.,:=+@()-]+", "_", str(p)) for p in parts)
-    return validate_name(name[:200], "run name")
+    return clean_run_name(" · ".join(str(p) for p in parts))
 
 
 class Cell:

@@ -104,6 +104,19 @@ def validate_name(name: str, what: str) -> str:
     return text
 
 
+def clean_run_name(name: str) -> str:
+    """A run name made safe: characters outside the allowed set and ``..`` become ``_``, at most 200 characters.
+
+    Run names never enter paths (artifacts live under the run id), so a name is cleaned rather than refused.
+
+    Example:
+        >>> clean_run_name("compare a/b ../x")
+        'compare a_b __x'
+    """
+    text = re.sub(r"[^A-Za-z0-9 _.,:=+@()·-]", "_", str(name)).replace("..", "_")[:NAME_MAX].strip()
+    return text if text and _NAME.match(text) else f"run {text}".strip()[:NAME_MAX]
+
+
 def _positive_int(cfg, key: str, allow_none: bool = False) -> None:
     value = cfg.get(key)
     if value is None and allow_none:

@@ -89,10 +89,9 @@ class SweepCallback(Callback):
 
 
 def _sweep_name(overrides: list[str]) -> str:
-    import re
+    from countboard.config import clean_run_name
 
-    text = " ".join(sorted(o for o in overrides if "tracking" not in o))
-    return ("sweep " + re.sub(r"[^A-Za-z0-9 _.,:=+@()-]+", "_", text))[:200].rstrip()
+    return clean_run_name("sweep " + " ".join(sorted(o for o in overrides if "tracking" not in o)))
 
 
 def close_parent(tracker, experiment_id: str, run_id: str, ttl_s: float = 60.0) -> str:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlparse
 from urllib.request import url2pathname
 
-from countboard.config import validate_name
+from countboard.config import clean_run_name, validate_name
 from countboard.errors import ConfigError, TrackingStoreError
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class Tracker:
 
     def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str],
                    parent_run_id: str | None = None) -> str:
-        validate_name(run_name, "run name")
+        run_name = clean_run_name(run_name)
         all_tags = {k: str(v) for k, v in tags.items()}
         if parent_run_id:
             all_tags[PARENT_TAG] = parent_run_id
