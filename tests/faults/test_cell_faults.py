@@ -82,8 +82,28 @@ def test_experiment_name_with_a_path_is_refused_before_anything_is_written(tmp_p
 
 @pytest.mark.slow
 def test_bad_counts_are_refused_before_any_run(tmp_path):
-    for arg in ("checkpoint_every=-1", "max_samples=0", "max_samples=-1"):
-        proc = run_sweep([*TOY, arg], tmp_path, check=False)
+    for args in (["checkpoint_every=-1"], ["max_samples=0"], ["max_samples=-1"],
+                 ["-m", "model=toy,toy_double", "batch_size=0"]):
+        arg = args[-1]
+        proc = run_sweep([*TOY, *args], tmp_path, check=False)
         assert proc.returncode != 0 and arg.split("=")[0] in proc.stderr + proc.stdout
         assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "mlruns").exists()
+
+
+@pytest.mark.slow
+def test_multirun_parent_ends_failed_with_a_failed_child_and_finished_after_the_fix(tmp_path):
+    from tests.conftest import store_runs
+
+    args = [*TOY, "-m", "model=toy,toy_double", "checkpoint_every=4"]
+    proc = run_sweep(args, tmp_path, check=False, env=sweep_env(tmp_path, TOY_RAISE_AT="u005"))
+    assert proc.returncode != 0
+    runs = store_runs(tmp_path / "mlruns")
+    parent = runs[runs["tags.countboard.role"] == "sweep"]
+    assert len(parent) == 1 and parent["status"].iloc[0] == "FAILED"
+    assert parent["tags.n_failed_children"].iloc[0] == "2"
+    run_sweep(args, tmp_path)  # the cause is gone: both cells resume and the parent is FINISHED
+    runs = store_runs(tmp_path / "mlruns")
+    parent = runs[runs["tags.countboard.role"] == "sweep"]
+    assert len(parent) == 1 and parent["status"].iloc[0] == "FINISHED"
+    assert set(runs[runs["tags.countboard.role"] == "cell"]["status"]) == {"FINISHED"}

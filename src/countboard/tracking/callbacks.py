@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
@@ -29,6 +30,10 @@ def sweep_hash(overrides: list[str]) -> str:
     return hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:16]
 
 
+class SweepError(CompactHydraException):
+    """A sweep-level error the user can fix: Hydra prints its one line, without a traceback."""
+
+
 class SweepCallback(Callback):
     """Creates (or reuses, on a rerun of the same sweep) the parent run, and closes it at the end."""
 
@@ -39,11 +44,22 @@ class SweepCallback(Callback):
         self.ttl_s = 60.0
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from countboard.errors import debug_enabled, user_message
+
+        try:
+            self._start(config)
+        except Exception as exc:
+            message = user_message(exc)
+            if message is None or debug_enabled():
+                raise
+            raise SweepError(f"error: {message}") from None
+
+    def _start(self, config: DictConfig) -> None:
         from countboard.config import validate
         from countboard.tracking.lease import Lease
         from countboard.tracking.store import tracker_from_config
 
-        validate(config)
+        validate(config)  # before the parent run exists
         self.tracker = tracker_from_config(config.tracking)
         self.tracker.check()
         exp_id = self.experiment_id = self.tracker.experiment_id(config.tracking.experiment)
