@@ -138,8 +138,8 @@ def index_build(tmp: Path, rng: random.Random) -> Outcome:
 
 
 def concurrent_sweeps(tmp: Path, rng: random.Random) -> Outcome:
-    args = ["-m", "model=toy,toy_double", "task=toy,toy_b", "task.delay_s=0.1", "checkpoint_every=4"]
-    cmd = [sys.executable, "-m", "countboard.sweep", *TOY, *args, f"tracking.store_dir={tmp / 'mlruns'}"]
+    args = ["model=toy,toy_double", "task=toy,toy_b", "task.delay_s=0.1", "checkpoint_every=4"]
+    cmd = [sys.executable, "-m", "countboard.sweep", "--multirun", *TOY, *args, f"tracking.store_dir={tmp / 'mlruns'}"]
     env = sweep_env(tmp, TOY_CELL_LOG_DIR=str(tmp))
     procs = [subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for _ in range(2)]

@@ -59,3 +59,19 @@ def test_sigterm_ends_only_the_runs_of_the_stopped_process(tmp_path):
     counts = _unit_counts(tmp_path)
     assert len(counts) == 48  # every unit present; at most the chunk in progress at SIGTERM ran twice
     assert sum(v - 1 for v in counts.values()) <= 4
+
+
+@pytest.mark.slow
+def test_on_busy_wait_waits_for_the_owner_then_skips_the_finished_cell(tmp_path):
+    args = ["task.delay_s=1.5", "checkpoint_every=4"]  # A needs 18 s: B starts while A computes
+    a = start_sweep(args, tmp_path, "a.log", TOY_CELL_LOG_DIR=str(tmp_path))
+    log = tmp_path / "calls-1.0-toy.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and log.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.2)  # A owns the cell once it computes
+    b = start_sweep([*args, "on_busy=wait"], tmp_path, "b.log", TOY_CELL_LOG_DIR=str(tmp_path))
+    assert a.wait(timeout=300) == 0 and b.wait(timeout=300) == 0
+    out_b = (tmp_path / "b.log").read_text()
+    assert "wait toy · toy · toy: owned by" in out_b and "skip toy · toy · toy" in out_b
+    assert len(cell_runs(tmp_path / "mlruns")) == 1
+    assert sorted(log.read_text().split()) == [f"u{i:03d}" for i in range(12)]
