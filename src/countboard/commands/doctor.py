@@ -119,14 +119,26 @@ def _artifact_findings(tracker, root: Path) -> list[Finding]:
         folder = Path(url2pathname(parsed.path)) if parsed.scheme == "file" else Path(exp.artifact_location)
         if not folder.is_dir() or not folder.resolve().is_relative_to(root.resolve()):
             continue
-        known = {r.info.run_id for r in tracker.client.search_runs(
-            [exp.experiment_id], run_view_type=ViewType.ALL, max_results=50000)}
+        known = _all_run_ids(tracker.client, exp.experiment_id)
         for child in sorted(p for p in folder.iterdir() if p.is_dir()):
             if child.name not in known:
                 dest = lost / folder.name / child.name
                 out.append(Finding("artifacts", f"{child} belongs to no run of experiment {exp.name!r}",
                                    f"move it to {dest}", lambda s=child, d=dest: _move(s, d)))
     return out
+
+
+def _all_run_ids(client, experiment_id: str) -> set[str]:
+    """Ids of every run of the experiment, active or deleted, all pages."""
+    from mlflow.entities import ViewType
+
+    ids, token = set(), None
+    while True:
+        page = client.search_runs([experiment_id], run_view_type=ViewType.ALL, max_results=1000, page_token=token)
+        ids.update(r.info.run_id for r in page)
+        token = page.token
+        if not token:
+            return ids
 
 
 def _move(src: Path, dest: Path) -> None:

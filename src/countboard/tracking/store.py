@@ -146,11 +146,17 @@ class Tracker:
 
     def find_runs(self, experiment_id: str, tags: Mapping[str, str], statuses: Iterable[str] | None = None
                   ) -> list[RunRecord]:
-        """Active runs whose tags equal ``tags`` (newest first), optionally restricted to ``statuses``."""
+        """Active runs whose tags equal ``tags`` (newest first, every page), optionally restricted to ``statuses``."""
         clauses = [f"tags.`{k}` = {_literal(v)}" for k, v in tags.items()]
-        runs = _retry(lambda: self.client.search_runs([experiment_id], filter_string=" AND ".join(clauses),
-                                                      order_by=["attributes.start_time DESC"], max_results=1000),
-                      "search")
+        runs, token = [], None
+        while True:
+            page = _retry(lambda t=token: self.client.search_runs(
+                [experiment_id], filter_string=" AND ".join(clauses), order_by=["attributes.start_time DESC"],
+                max_results=1000, page_token=t), "search")
+            runs.extend(page)
+            token = page.token
+            if not token:
+                break
         wanted = set(statuses) if statuses else None  # MLflow filters status only by equality: do it here
         return [RunRecord(r.info.run_id, r.info.status, dict(r.data.tags), r.info.start_time) for r in runs
                 if wanted is None or r.info.status in wanted]
