@@ -228,3 +228,17 @@ def test_sweep_over_http_to_a_real_mlflow_server(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=20)
+
+
+def test_smoke_run_is_its_own_partial_cell_and_seeds_share_a_replicate_hash(tmp_path):
+    run_sweep([*TOY, "-m", "max_samples=5,null", "seed=0,1"], tmp_path)
+    cells = children(store_runs(tmp_path / "mlruns"))
+    assert len(cells) == 4 and cells["tags.config_hash"].nunique() == 4
+    smoke = cells[cells["tags.partial"] == "true"]
+    full = cells[cells["tags.partial"] == "false"]
+    assert len(smoke) == 2 and set(smoke["tags.n_units"]) == {"5"} and set(smoke["tags.total_units"]) == {"12"}
+    assert set(smoke["metrics.n_samples"]) == {5.0} and set(full["tags.n_units"]) == {"12"}
+    assert full["tags.replicate_hash"].nunique() == 1 and set(full["tags.seed"]) == {"0", "1"}
+    assert set(full["tags.mlflow.runName"]) == {"toy · toy · toy", "toy · toy · toy · seed 1"}
+    assert smoke["tags.replicate_hash"].nunique() == 1  # the smoke seeds group together, apart from the full ones
+    assert full["tags.replicate_hash"].iloc[0] != smoke["tags.replicate_hash"].iloc[0]

@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import countboard
-from countboard.config import OPERATIONAL_KEYS, REPLICATE_KEYS, SUBSET_KEYS, clean_run_name
+from countboard.config import OPERATIONAL_KEYS, REPLICATE_KEYS, clean_run_name
 from countboard.errors import ConfigError
 from countboard.tracking import Tracker, failpoints, tracker_from_config
 from countboard.tracking import store as st
@@ -107,7 +107,7 @@ class Cell:
         self.name = run_name(cfg, self.model_meta["name"], self.dataset_meta["name"], self.task_meta["name"])
         self.data_fingerprint = data_fingerprint
         self.hash = config_hash(cfg, data_fingerprint)
-        self.replicate_hash = config_hash(cfg, data_fingerprint, drop=REPLICATE_KEYS + SUBSET_KEYS)
+        self.replicate_hash = config_hash(cfg, data_fingerprint, drop=REPLICATE_KEYS)  # subsets stay apart
         self.device = resolve_device(cfg.device)
         self.tracker: Tracker = tracker or tracker_from_config(cfg.tracking)
         self.tracker.check()

@@ -44,9 +44,6 @@ OPERATIONAL_KEYS: dict[str, str] = {
     "hydra": "Hydra's own settings: output folders, launcher, sweeper",
 }
 
-#: Keys that make a run cover a subset of its cell's units (such runs are tagged partial).
-SUBSET_KEYS = ("max_samples",)
-
 #: Keys whose values give several runs of one cell (aggregated as mean ± spread in the index).
 REPLICATE_KEYS = ("seed",)
 

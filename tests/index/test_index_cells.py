@@ -15,7 +15,7 @@ from countboard.tracking import tracker_from_config
 
 def _run(tracker, exp, *, mae, seed=0, partial=False, replicate="cellA", model="m1"):
     tags = {"family": "counters", "model": model, "dataset": "fsc147", "task": "praco_negative", "split": "test",
-            "config_hash": f"{replicate}-{seed}-{partial}", "replicate_hash": replicate if not partial else "smoke",
+            "config_hash": f"{replicate}-{seed}-{partial}", "replicate_hash": f"{replicate}-{partial}",
             "seed": str(seed), "partial": str(partial).lower(), "n_units": "5" if partial else "100",
             "total_units": "100", st.ROLE_TAG: "cell"}
     run_id = tracker.create_run(exp, f"{model} · fsc147 · praco_negative", tags)

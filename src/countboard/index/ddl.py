@@ -149,7 +149,7 @@ def cells_table_sql(family: str, metric_keys: Iterable[str]) -> str:
     """One row per cell of ``family`` (its seeds together): each metric's mean, its spread (``<key>__std``, NULL
     for one seed) and ``n_runs``; ``is_latest`` marks the most recent complete cell of each entry.
 
-    Cells are grouped by ``replicate_hash`` (the config without seed and subset); runs logged before that tag
+    Cells are grouped by ``replicate_hash`` (the config hash without the seed); runs logged before that tag
     existed form a cell each. A smoke run's subset is other data: it forms its own, partial, cell.
     """
     keys = list(metric_keys)
