@@ -93,8 +93,7 @@ def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
 
 
 def _missing_config(tracker, run_id: str) -> str | None:
-    run = tracker.client.get_run(run_id)
-    if not run.data.params:
+    if not tracker.params(run_id):
         return "params"
     if "config.yaml" not in tracker.list_artifacts(run_id):
         return "config.yaml"
@@ -108,37 +107,22 @@ def _end(tracker, run_id: str, status: str, why: str) -> None:
 
 def _artifact_findings(tracker, root: Path) -> list[Finding]:
     """Run folders under local experiment artifact locations that belong to no run (active or deleted)."""
-    from mlflow.entities import ViewType
-
     out = []
     lost = root / "lost+found"
-    for exp in tracker.client.search_experiments(view_type=ViewType.ALL):
+    for exp in tracker.experiments(include_deleted=True):
         parsed = urlparse(exp.artifact_location or "")
         if parsed.scheme not in ("file", ""):
             continue
         folder = Path(url2pathname(parsed.path)) if parsed.scheme == "file" else Path(exp.artifact_location)
         if not folder.is_dir() or not folder.resolve().is_relative_to(root.resolve()):
             continue
-        known = _all_run_ids(tracker.client, exp.experiment_id)
+        known = tracker.run_ids(exp.experiment_id)
         for child in sorted(p for p in folder.iterdir() if p.is_dir()):
             if child.name not in known:
                 dest = lost / folder.name / child.name
                 out.append(Finding("artifacts", f"{child} belongs to no run of experiment {exp.name!r}",
                                    f"move it to {dest}", lambda s=child, d=dest: _move(s, d)))
     return out
-
-
-def _all_run_ids(client, experiment_id: str) -> set[str]:
-    """Ids of every run of the experiment, active or deleted, all pages."""
-    from mlflow.entities import ViewType
-
-    ids, token = set(), None
-    while True:
-        page = client.search_runs([experiment_id], run_view_type=ViewType.ALL, max_results=1000, page_token=token)
-        ids.update(r.info.run_id for r in page)
-        token = page.token
-        if not token:
-            return ids
 
 
 def _move(src: Path, dest: Path) -> None:
@@ -159,15 +143,7 @@ def _index_findings(tracker, db: Path) -> list[Finding]:
         listed = int(dict(con.execute("SELECT key, value FROM meta").fetchall()).get("listed_ms", 0))
     finally:
         con.close()
-    from mlflow.entities import ViewType
-
-    exps = [e.experiment_id for e in tracker.client.search_experiments()]
-    latest = 0
-    for order in ("start_time", "end_time"):  # the newest start and the newest end: the store's last change
-        for run in tracker.client.search_runs(exps, run_view_type=ViewType.ALL, max_results=1,
-                                              order_by=[f"attributes.{order} DESC"]):
-            latest = max(latest, run.info.start_time or 0, run.info.end_time or 0)
-    if latest > listed:
+    if tracker.last_change_ms() > listed:
         out.append(Finding("index", f"index {db} is older than the store", "update it (countboard index)",
                            lambda: build_index(tracker.uri, db)))
     return out
@@ -183,7 +159,7 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> li
         return findings  # nothing else can be read until the store is whole
     tracker = open_store(arg, create=False)
     tracker.check()
-    for exp in tracker.client.search_experiments():
+    for exp in tracker.experiments():
         findings += _run_findings(tracker, exp.experiment_id, ttl_s)
     root = _local_dir(tracker.uri)
     if root is not None:

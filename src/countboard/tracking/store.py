@@ -161,6 +161,41 @@ class Tracker:
         return [RunRecord(r.info.run_id, r.info.status, dict(r.data.tags), r.info.start_time) for r in runs
                 if wanted is None or r.info.status in wanted]
 
+    def experiments(self, include_deleted: bool = False) -> list:
+        """MLflow experiments of the store (active ones, or all)."""
+        from mlflow.entities import ViewType
+
+        view = ViewType.ALL if include_deleted else ViewType.ACTIVE_ONLY
+        return _retry(lambda: self.client.search_experiments(view_type=view), "experiments")
+
+    def run_ids(self, experiment_id: str) -> set[str]:
+        """Ids of every run of the experiment, active or deleted (all pages)."""
+        from mlflow.entities import ViewType
+
+        ids, token = set(), None
+        while True:
+            page = _retry(lambda t=token: self.client.search_runs(
+                [experiment_id], run_view_type=ViewType.ALL, max_results=1000, page_token=t), "search")
+            ids.update(r.info.run_id for r in page)
+            token = page.token
+            if not token:
+                return ids
+
+    def last_change_ms(self) -> int:
+        """The newest start or end time of any run (deleted ones included): when the store last changed."""
+        from mlflow.entities import ViewType
+
+        exps = [e.experiment_id for e in self.experiments()]
+        latest = 0
+        for order in ("start_time", "end_time"):
+            for run in _retry(lambda o=order: self.client.search_runs(
+                    exps, run_view_type=ViewType.ALL, max_results=1, order_by=[f"attributes.{o} DESC"]), "search"):
+                latest = max(latest, run.info.start_time or 0, run.info.end_time or 0)
+        return latest
+
+    def params(self, run_id: str) -> dict[str, str]:
+        return dict(_retry(lambda: self.client.get_run(run_id), "get run").data.params)
+
     def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str],
                    parent_run_id: str | None = None) -> str:
         run_name = clean_run_name(run_name)
