@@ -23,7 +23,7 @@ from countboard.errors import ConfigError
 from countboard.tracking import Tracker, failpoints, tracker_from_config
 from countboard.tracking import store as st
 from countboard.tracking.callbacks import parent_run_for_job
-from countboard.tracking.lease import Lease
+from countboard.tracking.lease import Lease, owner_tags
 
 log = logging.getLogger("countboard")
 
@@ -149,14 +149,8 @@ class Cell:
         self.run_id = run.run_id
         log.info("%s %s in run %s (status was %s)", why, self.name, self.run_id, run.status)
         self.tracker.set_status(self.run_id, st.RUNNING)
-        self.tracker.set_tags(self.run_id, {"device": self.device, "error": "", "owner": self._owner()})
+        self.tracker.set_tags(self.run_id, {"device": self.device, "error": "", **owner_tags()})
         self.log_config()  # a run killed before its params were logged gets them now
-
-    @staticmethod
-    def _owner() -> str:
-        import os
-
-        return f"{socket.gethostname()}:{os.getpid()}"
 
     def open_run(self, family: str) -> bool:
         """Find or create the run (the lease is held). False when a finished run exists and nothing is to redo."""
@@ -179,7 +173,7 @@ class Cell:
             return True
         parent = parent_run_for_job(self.tracker)
         self.run_id = self.tracker.create_run(self.experiment_id, self.name,
-                                              {**self.tags(family), "owner": self._owner()}, parent)
+                                              {**self.tags(family), **owner_tags()}, parent)
         failpoints.hit("log_params")
         self.log_config()
         return True

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -28,13 +31,16 @@ def _broken_store(tmp_path: Path):
     tracker.log_params(child, {"seed": 0})
     tracker.log_json(child, {"seed": 0}, "config.yaml")
     tracker.set_status(child, st.FINISHED)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed_import = tracker.create_run(exp, "import x", {"owner": f"{socket.gethostname()}:{dead.stdout.strip()}",
+                                                         "config_hash": "i1"})
     bare = tracker.create_run(exp, "a · b · e", {st.ROLE_TAG: "cell", "config_hash": "h3"})
     tracker.set_status(bare, st.FINISHED)
     build_index(tracker.uri, store / "index.duckdb")
     time.sleep(0.01)
     tracker.create_run(exp, "later", {"config_hash": "h4"})
     (store / "artifacts" / "countboard" / "0123456789abcdef").mkdir(parents=True)
-    return store, tracker, exp, dict(orphan=orphan, parent=parent, bare=bare)
+    return store, tracker, exp, dict(orphan=orphan, parent=parent, bare=bare, killed_import=killed_import)
 
 
 def test_doctor_lists_then_repairs_then_finds_nothing(tmp_path, capsys):
@@ -50,6 +56,7 @@ def test_doctor_lists_then_repairs_then_finds_nothing(tmp_path, capsys):
     assert tracker.get_status(runs["orphan"]) == st.KILLED
     assert tracker.get_status(runs["parent"]) == st.FINISHED
     assert tracker.get_status(runs["bare"]) == st.FAILED
+    assert tracker.get_status(runs["killed_import"]) == st.KILLED
     assert list_leases(tracker, exp) == []
     assert (store / "lost+found" / "countboard" / "0123456789abcdef").is_dir()
 

@@ -59,7 +59,7 @@ def _store_file_findings(arg: str | None) -> list[Finding]:
 def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
     from countboard.tracking import store as st
     from countboard.tracking.callbacks import close_parent
-    from countboard.tracking.lease import list_leases
+    from countboard.tracking.lease import list_leases, owner_gone
 
     out: list[Finding] = []
     leases = list_leases(tracker, exp_id)
@@ -76,6 +76,10 @@ def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
         if role == "cell" and run.status == st.RUNNING and run.tags.get("config_hash") not in live:
             out.append(Finding("orphan", f"cell run {run.run_id} ({run.tags.get('mlflow.runName', '')}) is RUNNING "
                                "without a live owner", "mark it KILLED (the next sweep resumes it)",
+                               lambda r=run.run_id: _end(tracker, r, st.KILLED, "owner gone; ended by doctor")))
+        if role not in ("cell", "sweep", "lease") and run.status == st.RUNNING and owner_gone(run.tags):
+            out.append(Finding("orphan", f"run {run.run_id} ({run.tags.get('mlflow.runName', '')}) is RUNNING but "
+                               f"its process {run.tags.get('owner')} is gone", "mark it KILLED",
                                lambda r=run.run_id: _end(tracker, r, st.KILLED, "owner gone; ended by doctor")))
         if role == "sweep" and run.status == st.RUNNING:
             children = [c for c in runs if c.tags.get(st.PARENT_TAG) == run.run_id]

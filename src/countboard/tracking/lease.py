@@ -54,6 +54,22 @@ def _pid_alive(pid: int, start: str) -> bool:
     return not start or not process_start(pid) or process_start(pid) == start
 
 
+OWNER_TAG, OWNER_START_TAG = "owner", "owner.pid_start"
+
+
+def owner_tags() -> dict[str, str]:
+    """Tags naming this process as a run's owner (``host:pid`` and the pid's start time)."""
+    return {OWNER_TAG: f"{socket.gethostname()}:{os.getpid()}", OWNER_START_TAG: process_start(os.getpid())}
+
+
+def owner_gone(tags: dict[str, str]) -> bool:
+    """True when the run's owner is a process of this host that no longer exists (False when unknown)."""
+    host, _, pid = tags.get(OWNER_TAG, "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return not _pid_alive(int(pid), tags.get(OWNER_START_TAG, ""))
+
+
 @dataclass(frozen=True)
 class LeaseInfo:
     """One lease as read from the store."""

@@ -277,7 +277,9 @@ class Tracker:
         exp_id = self.experiment_id(experiment)
         if not force and self.find_runs(exp_id, {"config_hash": tags["config_hash"]}, [FINISHED]):
             return None
-        run_id = self.create_run(exp_id, run_name, tags)
+        from countboard.tracking.lease import owner_tags
+
+        run_id = self.create_run(exp_id, run_name, {**tags, **owner_tags()})  # doctor ends it if we are killed
         try:
             if params:
                 self.log_params(run_id, params)
