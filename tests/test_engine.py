@@ -242,3 +242,13 @@ def test_smoke_run_is_its_own_partial_cell_and_seeds_share_a_replicate_hash(tmp_
     assert set(full["tags.mlflow.runName"]) == {"toy · toy · toy", "toy · toy · toy · seed 1"}
     assert smoke["tags.replicate_hash"].nunique() == 1  # the smoke seeds group together, apart from the full ones
     assert full["tags.replicate_hash"].iloc[0] != smoke["tags.replicate_hash"].iloc[0]
+
+
+def test_subset_filters_of_a_node_make_a_run_partial():
+    from countboard.engine import _subset_filters
+
+    cfg = OmegaConf.create({"model": {"name": "m"}, "dataset": {"max_images": 10, "max_prompts": None},
+                            "task": {"max_samples": None}})
+    assert _subset_filters(cfg) == ["dataset.max_images=10"]
+    cfg.dataset.max_images = None
+    assert _subset_filters(cfg) == []

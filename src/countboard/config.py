@@ -44,6 +44,9 @@ OPERATIONAL_KEYS: dict[str, str] = {
     "hydra": "Hydra's own settings: output folders, launcher, sweeper",
 }
 
+#: Keys of a model/dataset/task node that keep only part of the data when set: a run with one is partial.
+SUBSET_NODE_KEYS = ("max_samples", "max_images", "max_prompts", "max_items")
+
 #: Keys whose values give several runs of one cell (aggregated as mean ± spread in the index).
 REPLICATE_KEYS = ("seed",)
 

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from countboard.cell import META_KEYS, Cell, config_hash, flatten, resolve_device  # noqa: F401 (public names)
-from countboard.config import validate
+from countboard.config import SUBSET_NODE_KEYS, validate
 from countboard.errors import ConfigError, CountboardError
 from countboard.schema import load_schema
 from countboard.tasks.base import RunContext, Task, TaskResult
@@ -113,14 +113,23 @@ def _split_records(frames: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, pd.Dat
     return ok.reset_index(drop=True), df.loc[failed, ["unit_id", "error"]].reset_index(drop=True)
 
 
+def _subset_filters(cfg: DictConfig) -> list[str]:
+    """``group.key=value`` of every subset filter set in the model, dataset or task node."""
+    return [f"{group}.{key}={cfg[group][key]}" for group in ("model", "dataset", "task")
+            for key in SUBSET_NODE_KEYS if cfg[group].get(key) is not None]
+
+
 def _unit_list(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: Cell) -> list[str]:
-    """The units this run covers; tags the run partial when ``max_samples`` leaves some out."""
+    """The units this run covers; tags the run partial when ``max_samples`` leaves some out or a node's subset
+    filter (``dataset.max_images``, …) is set."""
     units = [str(u) for u in task.units(model, dataset, ctx)]
     total = len(units)
     if ctx.max_samples is not None:
         units = units[: ctx.max_samples]
+    filters = _subset_filters(cell.cfg)
     cell.tracker.set_tags(cell.run_id, {"n_units": len(units), "total_units": total,
-                                        "partial": str(len(units) < total).lower()})
+                                        "partial": str(len(units) < total or bool(filters)).lower(),
+                                        "subset": " ".join(filters)})
     return units
 
 
