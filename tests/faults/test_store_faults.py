@@ -25,7 +25,7 @@ def _works(store_dir) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay", [0.5, 1.5, 3.0])
+@pytest.mark.parametrize("delay", [1.5])  # benchmarks/faults.py tries random moments
 def test_kill_9_during_store_creation_leaves_no_broken_store(tmp_path, delay):
     store = tmp_path / "s"
     proc = subprocess.Popen([sys.executable, "-c", CREATE, str(store)])
