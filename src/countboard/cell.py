@@ -109,8 +109,10 @@ class Cell:
         self.hash = config_hash(cfg, data_fingerprint)
         self.replicate_hash = config_hash(cfg, data_fingerprint, drop=REPLICATE_KEYS)  # subsets stay apart
         self.device = resolve_device(cfg.device)
-        self.tracker: Tracker = tracker or tracker_from_config(cfg.tracking)
-        self.tracker.check()
+        if tracker is None:
+            tracker = tracker_from_config(cfg.tracking)
+            tracker.check()
+        self.tracker: Tracker = tracker
         self.experiment_id = self.tracker.experiment_id(cfg.tracking.experiment)
         self.run_id: str | None = None
         self.lease: Lease | None = None
