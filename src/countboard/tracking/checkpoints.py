@@ -66,9 +66,10 @@ def load(tracker, run_id: str) -> tuple[list[pd.DataFrame], int]:
             next_index = max(next_index, int(match.group(1)) + 1)
             if name in skip:
                 continue
+            local = tracker.download(run_id, name, tmp)  # a store that cannot be reached fails the run instead
             try:
-                frames.append(_read_part(tracker.download(run_id, name, tmp), match.group(2)))
-            except Exception as exc:  # pyarrow, OS and checksum errors alike: set the part aside
+                frames.append(_read_part(local, match.group(2)))
+            except Exception as exc:  # checksum, pyarrow and read errors of the bytes we hold: set the part aside
                 reason = f"{type(exc).__name__}: {str(exc)[:300]}"
                 log.warning("run %s: checkpoint %s is damaged (%s); set aside in %s, its units are computed again",
                             run_id, name, reason, QUARANTINE)
