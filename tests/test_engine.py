@@ -33,7 +33,7 @@ def test_multirun_2x2_then_rerun_adds_nothing(tmp_path):
     assert len(parents) == 1 and len(cells) == 4
     assert set(cells["status"]) == {"FINISHED"} and parents["status"].iloc[0] == "FINISHED"
     assert set(cells["tags.mlflow.parentRunId"]) == {parents["run_id"].iloc[0]}
-    assert set(cells["tags.mlflow.runName"]) == {f"model={m},dataset=toy,task={t}"
+    assert set(cells["tags.mlflow.runName"]) == {f"{m} · toy · {t}"
                                                 for m in ("toy", "toy_double") for t in ("toy", "toy_b")}
     for col in ("model", "dataset", "task", "model_kind", "config_hash", "git_commit", "countboard_version",
                 "device", "family"):
@@ -48,7 +48,7 @@ def test_multirun_2x2_then_rerun_adds_nothing(tmp_path):
     assert len(pd.read_parquet(art / "samples.parquet")) == 12
 
     proc = run_sweep([*TOY, "-m", "model=toy,toy_double", "task=toy,toy_b"], tmp_path)
-    assert (proc.stdout + proc.stderr).count("skip model=") == 4
+    assert (proc.stdout + proc.stderr).count("skip toy") == 4
     assert len(store_runs(store)) == 5
 
 
@@ -228,3 +228,27 @@ def test_sweep_over_http_to_a_real_mlflow_server(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=20)
+
+
+def test_smoke_run_is_its_own_partial_cell_and_seeds_share_a_replicate_hash(tmp_path):
+    run_sweep([*TOY, "-m", "max_samples=5,null", "seed=0,1"], tmp_path)
+    cells = children(store_runs(tmp_path / "mlruns"))
+    assert len(cells) == 4 and cells["tags.config_hash"].nunique() == 4
+    smoke = cells[cells["tags.partial"] == "true"]
+    full = cells[cells["tags.partial"] == "false"]
+    assert len(smoke) == 2 and set(smoke["tags.n_units"]) == {"5"} and set(smoke["tags.total_units"]) == {"12"}
+    assert set(smoke["metrics.n_samples"]) == {5.0} and set(full["tags.n_units"]) == {"12"}
+    assert full["tags.replicate_hash"].nunique() == 1 and set(full["tags.seed"]) == {"0", "1"}
+    assert set(full["tags.mlflow.runName"]) == {"toy · toy · toy", "toy · toy · toy · seed 1"}
+    assert smoke["tags.replicate_hash"].nunique() == 1  # the smoke seeds group together, apart from the full ones
+    assert full["tags.replicate_hash"].iloc[0] != smoke["tags.replicate_hash"].iloc[0]
+
+
+def test_subset_filters_of_a_node_make_a_run_partial():
+    from countboard.engine import _subset_filters
+
+    cfg = OmegaConf.create({"model": {"name": "m"}, "dataset": {"max_images": 10, "max_prompts": None},
+                            "task": {"max_samples": None}})
+    assert _subset_filters(cfg) == ["dataset.max_images=10"]
+    cfg.dataset.max_images = None
+    assert _subset_filters(cfg) == []

@@ -17,10 +17,10 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "countboard"
 
 #: Layers from the bottom up; a name is a top-level module or package of ``countboard``.
 LAYERS = [
-    {"__init__", "errors", "paths", "items", "results", "resources", "schema", "fingerprint"},  # core
+    {"__init__", "errors", "paths", "items", "results", "resources", "schema", "fingerprint", "config"},  # core
     {"metrics", "quantify", "models", "tracking"},  # shared building blocks
     {"counting", "numeracy", "grounding", "acs"},  # one package per paper's protocol
-    {"config", "cell", "engine", "index"},  # orchestration: config, cell ownership, jobs, the index
+    {"cell", "engine", "index"},  # orchestration: cell ownership, jobs, the index
     {"commands", "cli"},  # entry points
 ]
 #: Domain packages that may import another domain (the synthetic shapes of ``counting`` draw images for both).

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
-from countboard.errors import CountboardError
+from countboard.errors import DEBUG_ENV, debug_enabled, user_message
 
 _SUBCOMMANDS = [
     "countboard.commands.mlflow_ui",
@@ -22,6 +23,7 @@ _SUBCOMMANDS = [
     "countboard.commands.compare",
     "countboard.commands.import_praco",
     "countboard.commands.export_praco",
+    "countboard.commands.doctor",
 ]
 
 
@@ -29,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="countboard", description="Countboard: index, browse and compare counting-centred evaluations.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show the traceback of an error (also ${DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _SUBCOMMANDS:
         importlib.import_module(module).register(sub)
@@ -36,12 +40,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand. A user-fixable error (ours, or an OS, Arrow or zip error) prints one line and exits 2;
+    ``--debug`` or ``COUNTBOARD_DEBUG=1`` shows its traceback instead."""
     args = build_parser().parse_args(argv)
+    if args.debug:
+        os.environ[DEBUG_ENV] = "1"
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
     try:
         return int(args.func(args) or 0)
-    except CountboardError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        message = user_message(exc)
+        if message is None or debug_enabled():
+            raise
+        print(f"error: {message}", file=sys.stderr)
         return 2
 
 

@@ -1,18 +1,57 @@
-"""Structured-config schemas: a typo in a top-level key or a tracking key fails at composition."""
+"""Structured-config schemas, the one list of operational keys, and the checks every job passes first.
+
+A top-level or tracking key with a typo fails at composition (the dataclasses below). ``validate`` checks values
+before any run exists. ``OPERATIONAL_KEYS`` is the one place that says which top-level keys change *how* a cell
+runs rather than *what* it computes: those stay out of ``config_hash``; every other key is part of it.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+
+from countboard.errors import ConfigError
 
 
 class Device(StrEnum):
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
+
+
+class OnBusy(StrEnum):
+    skip = "skip"
+    wait = "wait"
+
+
+#: Top-level keys left out of ``config_hash``, each with the reason. Every other key identifies the cell.
+OPERATIONAL_KEYS: dict[str, str] = {
+    "tracking": "where results are written, not what they are",
+    "force": "whether to rerun a finished cell, not what the cell computes",
+    "device": "cpu and cuda compute the same records (up to float rounding)",
+    "batch_size": "how many units go through the model at once; records do not depend on it",
+    "checkpoint_every": "how often records are saved; the records are the same",
+    "progress": "whether a progress bar is drawn",
+    "data_dir": "a path on this machine; the data's identity is the dataset fingerprint in the hash",
+    "on_busy": "what to do while another process owns the cell",
+    "lease_ttl_s": "how long a silent owner keeps its claim on a cell",
+    "retry_failed": "whether failed units of a finished run are computed again",
+    "hydra": "Hydra's own settings: output folders, launcher, sweeper",
+}
+
+#: Keys of a model/dataset/task node that keep only part of the data when set: a run with one is partial.
+SUBSET_NODE_KEYS = ("max_samples", "max_images", "max_prompts", "max_items")
+
+#: Keys whose values give several runs of one cell (aggregated as mean ± spread in the index).
+REPLICATE_KEYS = ("seed",)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.,:=+@()·-]*$")
+NAME_MAX = 200
 
 
 @dataclass
@@ -39,9 +78,79 @@ class Config:
     force: bool = False
     progress: bool = True
     data_dir: str = "data"
+    on_busy: OnBusy = OnBusy.skip
+    lease_ttl_s: float = 60.0
+    retry_failed: bool = True
 
 
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="countboard_schema", node=Config)
     cs.store(group="tracking", name="countboard_tracking_schema", node=TrackingConf)
+
+
+def validate_name(name: str, what: str) -> str:
+    """``name`` if it is safe as an experiment or run name (no path separators, no ``..``, bounded length).
+
+    Example:
+        >>> validate_name("countboard", "tracking.experiment")
+        'countboard'
+    """
+    text = str(name)
+    if not text or len(text) > NAME_MAX or ".." in text or not _NAME.match(text):
+        raise ConfigError(
+            f"{what}={text[:80]!r} is not a valid name: use 1-{NAME_MAX} letters, digits, spaces and _ . , : = + @ "
+            "( ) · - (no '/', '\\' or '..'), starting with a letter or digit")
+    return text
+
+
+def clean_run_name(name: str) -> str:
+    """A run name made safe: characters outside the allowed set and ``..`` become ``_``, at most 200 characters.
+
+    Run names never enter paths (artifacts live under the run id), so a name is cleaned rather than refused.
+
+    Example:
+        >>> clean_run_name("compare a/b ../x")
+        'compare a_b __x'
+    """
+    text = re.sub(r"[^A-Za-z0-9 _.,:=+@()·-]", "_", str(name)).replace("..", "_")[:NAME_MAX].strip()
+    return text if text and _NAME.match(text) else f"run {text}".strip()[:NAME_MAX]
+
+
+def _positive_int(cfg, key: str, allow_none: bool = False) -> None:
+    value = cfg.get(key)
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        hint = " (or null for all units)" if allow_none else ""
+        raise ConfigError(f"{key}={value!r} must be a positive integer{hint}")
+
+
+def validate(cfg) -> None:
+    """Check the values of a composed job config; raise ``ConfigError`` naming the key and the fix.
+
+    Runs before any store call, so a bad value never leaves a run behind.
+    """
+    for key in ("batch_size", "checkpoint_every"):
+        _positive_int(cfg, key)
+    _positive_int(cfg, "max_samples", allow_none=True)
+    seed = cfg.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed={seed!r} must be a non-negative integer")
+    ttl = cfg.get("lease_ttl_s", 60.0)
+    if not isinstance(ttl, (int, float)) or ttl <= 0:
+        raise ConfigError(f"lease_ttl_s={ttl!r} must be a positive number of seconds")
+    if str(cfg.get("device", "auto")) not in {d.value for d in Device}:
+        raise ConfigError(f"device={cfg.get('device')!r} is not one of: {', '.join(d.value for d in Device)}")
+    tracking = cfg.get("tracking")
+    if tracking is not None:
+        validate_name(tracking.get("experiment", "countboard"), "tracking.experiment")
+        timeout = tracking.get("timeout_s", 10)
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ConfigError(f"tracking.timeout_s={timeout!r} must be a positive number of seconds")
+        store_dir = tracking.get("store_dir")
+        if tracking.get("kind", "local") == "local" and store_dir:
+            path = Path(str(store_dir)).expanduser()
+            if path.exists() and not path.is_dir():
+                raise ConfigError(f"tracking.store_dir={store_dir} is a file, not a store directory; "
+                                  "point it at a directory (it is created if missing)")

@@ -1,17 +1,16 @@
-"""One sweep cell = one MLflow run: compose → skip or resume → checkpointed units → summary → artifacts.
+"""One sweep cell = one MLflow run: validate → claim → skip or resume → checkpointed units → summary → artifacts.
 
 ``run_job(cfg)`` is what ``countboard-sweep`` calls for every job, in whatever process the launcher uses.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import logging
 import os
-import socket
-import subprocess
+import signal
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -22,72 +21,16 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-import countboard
+from countboard.cell import META_KEYS, Cell, config_hash, flatten, resolve_device  # noqa: F401 (public names)
+from countboard.config import SUBSET_NODE_KEYS, validate
 from countboard.errors import ConfigError, CountboardError
 from countboard.results import RunContext, Task, TaskResult
 from countboard.schema import load_schema
-from countboard.tracking import Tracker, tracker_from_config
+from countboard.tracking import checkpoints, tracker_from_config
 from countboard.tracking import store as st
 from countboard.tracking.artifacts import write_result
-from countboard.tracking.callbacks import parent_run_for_job
 
 log = logging.getLogger("countboard")
-
-#: Keys that change how a cell runs, not what it computes: left out of ``config_hash``.
-OPERATIONAL_KEYS = ("tracking", "force", "device", "batch_size", "checkpoint_every", "progress", "data_dir")
-META_KEYS = ("name", "kind", "display_name", "description")
-CHECKPOINT_DIR = "checkpoints"
-
-
-def config_hash(cfg: DictConfig) -> str:
-    """Hash of what a cell computes: the unresolved config without ``OPERATIONAL_KEYS``.
-
-    Unresolved, so ``${data_dir}`` paths hash the same on every machine.
-    """
-    container = OmegaConf.to_container(cfg, resolve=False)
-    semantic = {k: v for k, v in container.items() if k not in OPERATIONAL_KEYS and k != "hydra"}
-    blob = json.dumps(semantic, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; lists become their JSON text."""
-    out: dict[str, Any] = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-    elif isinstance(d, list):
-        out[prefix[:-1]] = json.dumps(d, default=str)
-    else:
-        out[prefix[:-1]] = d
-    return out
-
-
-def resolve_device(requested: str) -> str:
-    import torch
-
-    requested = str(getattr(requested, "value", requested))
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda but torch sees no CUDA device; use device=auto or device=cpu")
-    return requested
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(countboard.__file__).parent,
-                             capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _node_meta(cfg: DictConfig, group: str) -> dict[str, Any]:
-    node = cfg.get(group)
-    if node is None or "_target_" not in node or "name" not in node:
-        raise ConfigError(f"config group `{group}` must select an option whose node has `_target_` and `name`")
-    return {k: node.get(k) for k in META_KEYS if k in node}
 
 
 def check_node(cfg: DictConfig, group: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -132,112 +75,92 @@ def instantiate_node(cfg: DictConfig, group: str, **extra: Any) -> Any:
         raise
 
 
-class Cell:
-    """The state of one job: config, identity, tracker and the run it writes to."""
-
-    def __init__(self, cfg: DictConfig):
-        self.cfg = cfg
-        self.model_meta = _node_meta(cfg, "model")
-        self.dataset_meta = _node_meta(cfg, "dataset")
-        self.task_meta = _node_meta(cfg, "task")
-        self.name = f"model={self.model_meta['name']},dataset={self.dataset_meta['name']},task={self.task_meta['name']}"
-        self.hash = config_hash(cfg)
-        self.device = resolve_device(cfg.device)
-        self.tracker: Tracker = tracker_from_config(cfg.tracking)
-        self.tracker.check()
-        self.experiment_id = self.tracker.experiment_id(cfg.tracking.experiment)
-        self.run_id: str | None = None
-
-    def tags(self, family: str) -> dict[str, str]:
-        return {
-            "model": self.model_meta["name"], "dataset": self.dataset_meta["name"], "task": self.task_meta["name"],
-            "model_kind": self.model_meta.get("kind", "unknown"), "family": family, "config_hash": self.hash,
-            "git_commit": git_commit(), "countboard_version": countboard.__version__, "device": self.device,
-            "host": socket.gethostname(), "countboard.role": "cell",
-        }
-
-    def open_run(self, family: str) -> bool:
-        """Find or create the run. Returns False when a finished run exists and ``force`` is off."""
-        runs = self.tracker.find_runs(self.experiment_id, {"config_hash": self.hash})
-        finished = [r for r in runs if r.status == st.FINISHED]
-        if finished and not self.cfg.force:
-            log.info("skip %s: finished run %s has config_hash %s (force=true reruns it)",
-                     self.name, finished[0].run_id, self.hash)
-            return False
-        resumable = [r for r in runs if r.status in (st.RUNNING, st.FAILED, st.KILLED)]
-        if resumable and not self.cfg.force:
-            self.run_id = resumable[0].run_id
-            log.info("resume %s in run %s (status was %s)", self.name, self.run_id, resumable[0].status)
-            self.tracker.set_status(self.run_id, st.RUNNING)
-            self.tracker.set_tags(self.run_id, {"device": self.device, "error": ""})
-            return True
-        parent = parent_run_for_job(self.tracker)
-        self.run_id = self.tracker.create_run(self.experiment_id, self.name, self.tags(family), parent)
-        resolved = OmegaConf.to_container(self.cfg, resolve=True)
-        self.tracker.log_params(self.run_id, flatten(resolved))
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "config.yaml"
-            path.write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
-            self.tracker.log_file(self.run_id, path)
-        return True
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's stop, ``kill``): ends the run this process owns as KILLED, like Ctrl-C."""
 
 
-def _load_checkpoints(tracker: Tracker, run_id: str) -> tuple[list[pd.DataFrame], int]:
-    """Records of earlier attempts of this run, and the number of parts already written."""
-    parts = sorted(p for p in tracker.list_artifacts(run_id, CHECKPOINT_DIR) if p.endswith(".parquet"))
-    frames = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for p in parts:
-            frames.append(pd.read_parquet(tracker.download(run_id, p, tmp)))
-    return frames, len(parts)
+class LeaseLost(CountboardError):
+    """Another process took the cell over (this one stalled past ``lease_ttl_s``)."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _split_records(frames: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Latest record per unit; successful ones and failures apart."""
+    """Latest record per unit; successful ones and failures apart (both keep ``unit_id``)."""
+    frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame(columns=["unit_id"]), pd.DataFrame(columns=["unit_id", "error"])
-    df = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else frames[0]
-    df = df.drop_duplicates("unit_id", keep="last")
+    df = pd.concat(frames, ignore_index=True).drop_duplicates("unit_id", keep="last")
     if "error" not in df:
         return df.reset_index(drop=True), pd.DataFrame(columns=["unit_id", "error"])
     failed = df["error"].notna() & (df["error"].astype(str) != "")
-    ok = df[~failed].drop(columns=["error"]).dropna(axis=1, how="all")
+    ok = df[~failed].drop(columns=["error"])
+    ok = ok[["unit_id", *[c for c in ok.columns if c != "unit_id" and ok[c].notna().any()]]]
     return ok.reset_index(drop=True), df.loc[failed, ["unit_id", "error"]].reset_index(drop=True)
 
 
-def _write_part(tracker: Tracker, run_id: str, index: int, records: list[dict]) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"part-{index:05d}.parquet"
-        pd.DataFrame.from_records(records).to_parquet(path, index=False)
-        tracker.log_file(run_id, path, CHECKPOINT_DIR)
+def _subset_filters(cfg: DictConfig) -> list[str]:
+    """``group.key=value`` of every subset filter set in the model, dataset or task node."""
+    return [f"{group}.{key}={cfg[group][key]}" for group in ("model", "dataset", "task")
+            for key in SUBSET_NODE_KEYS if cfg[group].get(key) is not None]
+
+
+def _unit_list(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: Cell) -> list[str]:
+    """The units this run covers; tags the run partial when ``max_samples`` leaves some out or a node's subset
+    filter (``dataset.max_images``, …) is set."""
+    units = [str(u) for u in task.units(model, dataset, ctx)]
+    total = len(units)
+    if ctx.max_samples is not None:
+        units = units[: ctx.max_samples]
+    filters = _subset_filters(cell.cfg)
+    cell.tracker.set_tags(cell.run_id, {"n_units": len(units), "total_units": total,
+                                        "partial": str(len(units) < total or bool(filters)).lower(),
+                                        "subset": " ".join(filters)})
+    return units
 
 
 def compute_units(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: Cell, every: int
                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Evaluate every unit without a checkpointed successful record; checkpoint every ``every`` units."""
-    frames, n_parts = _load_checkpoints(cell.tracker, cell.run_id)
+    frames, next_part = checkpoints.load(cell.tracker, cell.run_id)
     ok, _ = _split_records(frames)
     done = set(ok["unit_id"].astype(str)) if len(ok) else set()
-    units = [str(u) for u in task.units(model, dataset, ctx)]
-    if ctx.max_samples is not None:
-        units = units[: ctx.max_samples]
+    units = _unit_list(task, model, dataset, ctx, cell)
     todo = [u for u in units if u not in done]
     if done:
         log.info("%s: %d of %d units restored from checkpoints", cell.name, len(units) - len(todo), len(units))
     bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=cell.name, disable=not ctx.progress,
                unit="unit", leave=False)
     for start in range(0, len(todo), every):
+        if cell.lease is not None and cell.lease.lost.is_set():
+            raise LeaseLost(f"{cell.name}: another process took over run {cell.run_id} (this one was silent "
+                            "longer than lease_ttl_s); stopped without touching it")
         chunk = todo[start:start + every]
         records = task.run_units(model, dataset, chunk, ctx)
         _check_records(records, chunk, task)
-        _write_part(cell.tracker, cell.run_id, n_parts, records)
+        checkpoints.write(cell.tracker, cell.run_id, next_part, records)
         frames.append(pd.DataFrame.from_records(records))
-        n_parts += 1
+        next_part += 1
         bar.update(len(chunk))
     bar.close()
     ok, failed = _split_records(frames)
     keep = set(units)
-    return ok[ok["unit_id"].astype(str).isin(keep)].reset_index(drop=True), failed[failed["unit_id"].isin(keep)]
+    return ok[ok["unit_id"].astype(str).isin(keep)].reset_index(drop=True), \
+        failed[failed["unit_id"].astype(str).isin(keep)].reset_index(drop=True)
 
 
 def _check_records(records: list[dict], chunk: list[str], task: Task) -> None:
@@ -253,44 +176,76 @@ def _validate_metrics(metrics: dict[str, float]) -> None:
         schema.metric(key)
 
 
+def _open_cell(cfg: DictConfig) -> tuple[Cell, Any]:
+    """Validate, reach the store, build the dataset and fingerprint it: all before any run exists."""
+    from countboard.fingerprint import dataset_fingerprint
+
+    validate(cfg)
+    tracker = tracker_from_config(cfg.tracking)
+    tracker.check()
+    resolve_device(cfg.device)
+    dataset = instantiate_node(cfg, "dataset")
+    node = OmegaConf.to_container(cfg.dataset, resolve=True)
+    return Cell(cfg, tracker, dataset_fingerprint(dataset, node)), dataset
+
+
 def run_job(cfg: DictConfig) -> str | None:
-    """Run one cell. Returns the run id, or None when skipped because it already finished."""
+    """Run one cell. Returns the run id, or None when skipped (finished, or owned by another process)."""
     t0 = time.time()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    cell = Cell(cfg)
-    task_cls_family = _task_family(cfg)
-    if not cell.open_run(task_cls_family):
+    cell, dataset = _open_cell(cfg)
+    if not cell.claim():
         return None
-    ctx = RunContext(device=cell.device, seed=int(cfg.seed), batch_size=int(cfg.batch_size),
-                     work_dir=Path(tempfile.mkdtemp(prefix="countboard-")), progress=bool(cfg.progress),
-                     max_samples=cfg.get("max_samples"))
     records = failed = None
-    try:
-        task: Task = instantiate_node(cfg, "task")
-        dataset = instantiate_node(cfg, "dataset")
-        model = instantiate_node(cfg, "model", device=cell.device)
-        records, failed = compute_units(task, model, dataset, ctx, cell, int(cfg.checkpoint_every))
-        result = task.summarize(records, model, dataset, ctx) if len(records) else TaskResult(metrics={})
-        metrics = {**result.metrics, "n_samples": len(records), "n_failed_samples": len(failed),
-                   "duration_s": time.time() - t0}
-        _validate_metrics(metrics)
-        write_result(cell.tracker, cell.run_id, result, records, failed)
-        cell.tracker.log_metrics(cell.run_id, metrics)
-        cell.tracker.set_status(cell.run_id, st.FINISHED)
-        if len(failed):
-            log.warning("%s: %d units failed; see failures.json in run %s", cell.name, len(failed), cell.run_id)
-        log.info("done %s → run %s", cell.name, cell.run_id)
-        return cell.run_id
-    except BaseException as exc:
-        _record_failure(cell, exc, records, failed)
-        raise
+    with _sigterm_as_interrupt():
+        try:
+            if not cell.open_run(_task_family(cfg)):
+                return None
+            ctx = RunContext(device=cell.device, seed=int(cfg.seed), batch_size=int(cfg.batch_size),
+                             work_dir=Path(tempfile.mkdtemp(prefix="countboard-")), progress=bool(cfg.progress),
+                             max_samples=cfg.get("max_samples"))
+            task: Task = instantiate_node(cfg, "task")
+            model = instantiate_node(cfg, "model", device=cell.device)
+            records, failed = compute_units(task, model, dataset, ctx, cell, int(cfg.checkpoint_every))
+            _finish(cell, task, model, dataset, ctx, records, failed, t0)
+            return cell.run_id
+        except BaseException as exc:
+            _record_failure(cell, exc, records, failed)
+            raise
+        finally:
+            cell.release()
+
+
+def _finish(cell: Cell, task: Task, model: Any, dataset: Any, ctx: RunContext, records: pd.DataFrame,
+            failed: pd.DataFrame, t0: float) -> None:
+    if not len(records) and len(failed):
+        first = failed.iloc[0]
+        raise CountboardError(f"all {len(failed)} units of {cell.name} failed (first: {first['unit_id']}: "
+                              f"{str(first['error'])[:200]}); see failures.json in run {cell.run_id}")
+    result = task.summarize(records, model, dataset, ctx) if len(records) else TaskResult(metrics={})
+    metrics = {**result.metrics, "n_samples": len(records), "n_failed_samples": len(failed),
+               "duration_s": time.time() - t0}
+    _validate_metrics(metrics)
+    write_result(cell.tracker, cell.run_id, result, records, failed)
+    cell.tracker.log_metrics(cell.run_id, metrics)
+    cell.tracker.set_tags(cell.run_id, {"n_failed_units": len(failed)})
+    cell.tracker.set_status(cell.run_id, st.FINISHED)
+    cell.finished = True
+    if len(failed):
+        log.warning("%s: %d units failed; see failures.json in run %s (the next run of the cell retries them)",
+                    cell.name, len(failed), cell.run_id)
+    log.info("done %s → run %s", cell.name, cell.run_id)
 
 
 def _record_failure(cell: Cell, exc: BaseException, records, failed) -> None:
-    """Keep what was computed, and say why the run failed."""
+    """Keep what was computed, and say why the run failed; only for a run this process owns and did not finish."""
+    if cell.run_id is None or cell.finished or isinstance(exc, LeaseLost):
+        return
     message = f"{type(exc).__name__}: {exc}"
     try:
-        cell.tracker.set_tags(cell.run_id, {"error": message})
+        if cell.tracker.get_status(cell.run_id) == st.FINISHED:
+            return
+        cell.tracker.set_tags(cell.run_id, {"error": message[:5000]})
         cell.tracker.log_json(cell.run_id, {"error": message, "traceback": traceback.format_exc()}, "error.json")
         if failed is not None and len(failed):
             cell.tracker.log_json(cell.run_id, failed.to_dict("records"), "failures.json")

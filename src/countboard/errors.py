@@ -22,3 +22,33 @@ class DataNotFoundError(CountboardError):
 
 class TrackingStoreError(CountboardError):
     """The MLflow tracking store cannot be reached or used."""
+
+
+DEBUG_ENV = "COUNTBOARD_DEBUG"
+
+
+def debug_enabled() -> bool:
+    """True when ``COUNTBOARD_DEBUG`` asks for tracebacks (``countboard --debug`` sets it)."""
+    import os
+
+    return os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no")
+
+
+def user_message(exc: BaseException) -> str | None:
+    """One line for an error the user can fix (ours, or an OS, Arrow or zip error, with its file); None for a bug.
+
+    Example:
+        >>> user_message(FileNotFoundError(2, "No such file or directory", "/x/a.parquet"))
+        'No such file or directory: /x/a.parquet (FileNotFoundError)'
+    """
+    import zipfile
+
+    if isinstance(exc, CountboardError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.strerror or exc}: {exc.filename} ({type(exc).__name__})"
+    if isinstance(exc, zipfile.BadZipFile):
+        return f"not a readable zip archive: {exc}"
+    if type(exc).__module__.startswith("pyarrow"):
+        return f"Parquet/Arrow error: {exc}"
+    return None

@@ -69,3 +69,11 @@ def test_cli_parses_index_and_leaderboard(tmp_path):
     cmd = leaderboard_command(tmp_path / "i.duckdb", args.host, args.port)
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert cmd[-2:] == ["--db", str(tmp_path / "i.duckdb")]
+
+
+def test_index_of_a_store_that_does_not_exist_is_an_error(tmp_path, capsys):
+    from countboard.cli import main
+
+    assert main(["index", "--store", str(tmp_path / "typo")]) == 2
+    assert "no MLflow store at" in capsys.readouterr().err
+    assert not (tmp_path / "typo").exists()

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 def swept_index(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("real_sweep")
     run_sweep(["-m", "model=oracle,class_blind", "dataset=synthetic_shapes", "task=praco_negative,praco_mosaic",
-               "max_samples=12"], tmp)
+               "dataset.images_per_class={train:40,val:2,test:1}"], tmp)  # small, and complete (not partial)
     db = tmp / "index.duckdb"
     assert cli_main(["index", "--store", str(tmp / "mlruns"), "--db", str(db)]) == 0
     return db

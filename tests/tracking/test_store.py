@@ -83,15 +83,54 @@ def test_retry_gives_up_on_other_errors_and_retries_locks():
         st._retry(lambda: (_ for _ in ()).throw(KeyError("x")), "test")
 
 
-def test_mlflow_ui_serves_the_sweep_store_on_loopback(monkeypatch, tmp_path):
-    import subprocess
-
+def test_mlflow_ui_serves_the_sweep_store_on_loopback(monkeypatch, tmp_path, capsys):
     from countboard.cli import main
+    from countboard.commands import mlflow_ui as commands
 
     calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(commands, "serve", lambda cmd: calls.append(cmd) or 0)
+    assert main(["mlflow-ui", "--store", str(tmp_path / "mlruns"), "--port", "5123"]) == 2  # no store yet
+    assert "no MLflow store at" in capsys.readouterr().err and not calls
+    tracker_from_config(OmegaConf.create({"kind": "local", "store_dir": str(tmp_path / "mlruns")}))
     assert main(["mlflow-ui", "--store", str(tmp_path / "mlruns"), "--port", "5123"]) == 0
     cmd = calls[0]
     assert cmd[1:4] == ["-m", "mlflow", "server"]
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5123"
     assert cmd[cmd.index("--backend-store-uri") + 1] == st.local_store_uri(tmp_path / "mlruns")
+
+
+def test_experiments_are_classic_ml_experiments_inside_the_store(tracker, tmp_path):
+    exp = tracker.experiment_id("countboard")
+    assert tracker.client.get_experiment(exp).tags[st.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    with pytest.raises(ConfigError, match="not a valid name"):
+        tracker.experiment_id("../../x")
+    assert not (tmp_path / "x").exists() and not (tmp_path.parent / "x").exists()
+    run = tracker.create_run(exp, "a/../b", {})  # run names never enter paths: cleaned, not refused
+    name = tracker.client.get_run(run).info.run_name
+    assert "/" not in name and ".." not in name
+
+
+def test_errors_are_one_line_unless_debug(tmp_path, capsys, monkeypatch):
+    from countboard.cli import main
+    from countboard.errors import TrackingStoreError
+
+    monkeypatch.setenv("COUNTBOARD_DEBUG", "0")  # restored after the test: --debug sets it
+    assert main(["index", "--store", str(tmp_path / "typo")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and str(tmp_path / "typo") in err
+    with pytest.raises(TrackingStoreError):
+        main(["--debug", "index", "--store", str(tmp_path / "typo")])
+    monkeypatch.setenv("COUNTBOARD_DEBUG", "1")
+    with pytest.raises(TrackingStoreError):
+        main(["index", "--store", str(tmp_path / "typo")])
+
+
+def test_user_message_names_the_file():
+    import zipfile
+
+    from countboard.errors import user_message
+
+    assert user_message(FileNotFoundError(2, "No such file or directory", "/d/x.csv")) == \
+        "No such file or directory: /d/x.csv (FileNotFoundError)"
+    assert "zip" in user_message(zipfile.BadZipFile("File is not a zip file"))
+    assert user_message(KeyError("bug")) is None  # a bug keeps its traceback

@@ -15,8 +15,8 @@ DEFAULT_UI = "http://127.0.0.1:5000"
 
 def _add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None,
-                   help="MLflow store: a URI, a store directory or its mlflow.db (default: $MLFLOW_TRACKING_URI, "
-                        "else ./mlruns)")
+                   help="MLflow store: a URI, a store directory or its mlflow.db (default: $COUNTBOARD_STORE, "
+                        "$MLFLOW_TRACKING_URI, else ./mlruns); it must exist")
     p.add_argument("--db", default=None, type=Path,
                    help="DuckDB index file (default: $COUNTBOARD_INDEX_DB, else index.duckdb beside a local store)")
 
@@ -46,9 +46,11 @@ def register(subparsers) -> None:
 
 
 def _paths(args) -> tuple[str, Path]:
-    from countboard.index.locate import default_db_path, resolve_store_uri
+    """The store (which must exist: these commands only read it) and the index file."""
+    from countboard.index.locate import default_db_path
+    from countboard.tracking.store import open_store
 
-    uri = resolve_store_uri(args.store)
+    uri = open_store(args.store, create=False).uri
     return uri, (args.db.expanduser().resolve() if args.db else default_db_path(uri))
 
 

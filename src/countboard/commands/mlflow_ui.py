@@ -1,34 +1,70 @@
-"""``countboard mlflow-ui``: the MLflow UI on the store the sweeps write to."""
+"""``countboard mlflow-ui``: the MLflow UI on the store the sweeps write to.
+
+The server runs as a child in its own process group: SIGINT/SIGTERM to this command are passed on to the whole
+group, and on Linux the child is also told to stop when this process dies (even by SIGKILL), so no server is
+left behind.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import os
+import signal
 import subprocess
 import sys
-from pathlib import Path
 
-from countboard.tracking.store import local_store_uri
+from countboard.tracking.store import STORE_ENV, open_store
+
+_PR_SET_PDEATHSIG = 1
 
 
-def default_store() -> Path:
-    return Path(os.environ.get("COUNTBOARD_STORE", "mlruns"))
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the parent dies (Linux; elsewhere a no-op)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def serve(cmd: list[str], grace_s: float = 10.0) -> int:
+    """Run ``cmd`` as a child that stops with this process; returns its exit code."""
+    child = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509
+
+    def forward(signum, frame):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                forward(signal.SIGINT, None)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        if child.poll() is None:
+            forward(signal.SIGTERM, None)
+            try:
+                child.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                forward(signal.SIGKILL, None)
 
 
 def _mlflow_ui(args: argparse.Namespace) -> int:
-    uri = args.store if "://" in args.store else local_store_uri(args.store)
-    if "://" not in args.store and not (Path(args.store) / "mlflow.db").exists():
-        print(f"note: no store at {Path(args.store).resolve()} yet; run a sweep first (make demo)", file=sys.stderr)
+    uri = open_store(args.store, create=False).uri
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
     print(f"MLflow UI on http://{args.host}:{args.port} (store {uri}); Ctrl-C stops it", flush=True)
-    return subprocess.call(cmd)
+    return serve(cmd)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("mlflow-ui", help="start the MLflow UI on the sweep store (127.0.0.1)")
-    p.add_argument("--store", default=str(default_store()),
-                   help="store directory (with mlflow.db) or tracking URI (default: ./mlruns or $COUNTBOARD_STORE)")
+    p.add_argument("--store", default=None,
+                   help=f"store directory (with mlflow.db) or tracking URI (default: ${STORE_ENV}, "
+                        "$MLFLOW_TRACKING_URI, else ./mlruns); it must exist")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     p.add_argument("--port", type=int, default=5000)
     p.set_defaults(func=_mlflow_ui)

@@ -7,23 +7,37 @@ Examples:
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from dataclasses import fields
 
 import hydra
+from hydra.errors import CompactHydraException
 from omegaconf import DictConfig
 
 from countboard.config import Config, TrackingConf, register_configs
+from countboard.errors import debug_enabled, user_message
 from countboard.paths import conf_dir
 
 register_configs()
+
+
+class CellError(CompactHydraException):
+    """A cell's error the user can fix: Hydra prints its one line, without a traceback."""
 
 
 @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
 def _app(cfg: DictConfig) -> str | None:
     from countboard.engine import run_job
 
-    return run_job(cfg)
+    try:
+        return run_job(cfg)
+    except Exception as exc:
+        message = user_message(exc)
+        if message is None or debug_enabled():
+            raise
+        raise CellError(f"error: {message}") from None
 
 
 _VALUE_FLAGS = ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp", "--experimental-rerun")
@@ -55,13 +69,24 @@ def unknown_key(argv: list[str]) -> str | None:
     return None
 
 
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
-    """Console entry point."""
+    """Console entry point. SIGTERM stops like Ctrl-C: the runs this process owns end KILLED, the parent closes."""
     message = unknown_key(sys.argv[1:])
     if message:
         print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
-    _app()
+    if debug_enabled():
+        os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        _app()
+    except KeyboardInterrupt:
+        print("stopped: runs in progress were marked KILLED; rerun the same command to resume", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

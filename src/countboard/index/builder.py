@@ -28,6 +28,7 @@ from countboard.errors import TrackingStoreError
 from countboard.index import ddl, source
 from countboard.index.reader import connect_readonly
 from countboard.index.source import MetricPoint, RunSnapshot
+from countboard.tracking import failpoints
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,7 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
     stats = IndexStats(db_path=db_path)
     client = client or _client(store_uri)
     with _lock(db_path):
+        _remove_stale_copies(db_path)
         prev = None if full else _read_previous(db_path, store_uri)
         stats.rebuilt = prev is None
         prev = prev or _Previous()
@@ -295,9 +297,17 @@ def _write(db_path: Path, store_uri: str, schema_hash: str, experiments: list, c
             con.execute("CHECKPOINT")
         finally:
             con.close()
+        failpoints.hit("index_build")
         os.replace(tmp, db_path)
     finally:
         _remove(tmp)
+
+
+def _remove_stale_copies(db_path: Path) -> None:
+    """Copies left by a builder that was killed while writing (we hold the lock: no builder is writing now)."""
+    for stale in db_path.parent.glob(f"{db_path.name}.tmp-*"):
+        log.info("removing %s, left by an index build that was stopped", stale)
+        stale.unlink(missing_ok=True)
 
 
 def _remove(path: Path) -> None:
@@ -379,6 +389,8 @@ def _write_views(con) -> None:
             view = ddl.family_view_sql(family)
             con.execute(ddl.family_table_sql(family, usable))
             con.execute(view)
+            con.execute(ddl.cells_table_sql(family, usable))
+            con.execute(ddl.cells_view_sql(family))
         except ValueError as exc:
             log.warning("no view for family %r: %s", family, exc)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 TABLES: dict[str, str] = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
@@ -37,11 +37,24 @@ TABLES: dict[str, str] = {
 PER_RUN_TABLES = ("runs", "params", "tags", "metrics", "metric_history", "artifacts")
 
 # Columns of ``runs`` every family view starts with.
-VIEW_RUN_COLUMNS = ("run_id", "experiment_id", "run_name", "model", "model_kind", "generator", "evaluator",
-                    "dataset", "split", "task", "config_hash", "start_time", "end_time", "parent_run_id")
+RUNS_COLUMNS = ("run_id", "experiment_id", "run_name", "model", "model_kind", "generator", "evaluator",
+                "dataset", "split", "task", "config_hash", "start_time", "end_time", "parent_run_id")
 
-# Computed per row of a family view: the most recent run of its subject × dataset × split × evaluator × task.
+# Columns from the engine's tags: ``partial`` (a subset of the cell's units: max_samples), ``n_units`` of
+# ``total_units``, the ``seed`` and the ``replicate_hash`` shared by the seeds of one cell.
+RUN_TAG_COLUMNS = {"partial": "BOOLEAN", "n_units": "BIGINT", "total_units": "BIGINT", "seed": "BIGINT",
+                   "replicate_hash": "VARCHAR"}
+
+# Every non-metric column of a family view (and of its ``_cells`` view, which adds ``n_runs``).
+VIEW_RUN_COLUMNS = (*RUNS_COLUMNS, *RUN_TAG_COLUMNS, "n_runs")
+
+# Computed per row of a family view: the most recent complete (not partial) run of its subject × dataset × split
+# × evaluator × task. Partial runs (smoke runs) never have it, so they never rank unless a page asks for them.
 LATEST_COLUMN = "is_latest"
+
+# Suffix of the spread column of a metric in the ``_cells`` view (sample standard deviation over seeds).
+SPREAD_SUFFIX = "__std"
+CELLS_SUFFIX = "_cells"
 
 _IDENT = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
@@ -90,23 +103,72 @@ def wide_table(family: str) -> str:
     return quote_identifier(WIDE_PREFIX + family)
 
 
+_ENTRY = "coalesce(generator, model), dataset, split, evaluator, task"
+
+
+def _tag_columns() -> str:
+    """The engine's tags of every run, one column each (absent tags: NULL; ``partial`` absent: false)."""
+    cols = []
+    for key, kind in RUN_TAG_COLUMNS.items():
+        raw = f"max(value) FILTER (WHERE key = {quote_literal(key)})"
+        if key == "partial":
+            cols.append(f"coalesce({raw} = 'true', false) AS partial")
+        else:
+            cols.append(f"TRY_CAST({raw} AS {kind}) AS {key}")
+    keys = ", ".join(quote_literal(k) for k in RUN_TAG_COLUMNS)
+    return f"SELECT run_id, {', '.join(cols)} FROM tags WHERE key IN ({keys}) GROUP BY run_id"
+
+
 def family_table_sql(family: str, metric_keys: Iterable[str]) -> str:
     """One row per finished, non-sweep run of ``family``, one column per metric key, and ``is_latest``.
 
     Runs belong to a family by their ``family`` tag; runs still running, failed or killed stay out, so a sweep that
     is writing never shows half its metrics here.
     """
-    run_cols = ", ".join(f"r.{c}" for c in VIEW_RUN_COLUMNS)
+    run_cols = ", ".join(f"r.{c}" for c in RUNS_COLUMNS)
+    tag_cols = ", ".join("coalesce(t.partial, false) AS partial" if c == "partial" else f"t.{c}"
+                         for c in RUN_TAG_COLUMNS)
     metric_cols = "".join(
         f",\n  max(m.value) FILTER (WHERE m.key = {quote_literal(k)}) AS {quote_identifier(k)}"
         for k in metric_keys)
-    pivot = (f"SELECT {run_cols}{metric_cols}\n"
+    pivot = (f"SELECT {run_cols}, {tag_cols}, 1 AS n_runs{metric_cols}\n"
              f"FROM runs r LEFT JOIN metrics m ON m.run_id = r.run_id\n"
+             f"LEFT JOIN ({_tag_columns()}) t ON t.run_id = r.run_id\n"
              f"WHERE r.family = {quote_literal(family)} AND r.status = 'FINISHED' AND NOT r.is_sweep\n"
-             f"GROUP BY {run_cols}")
+             f"GROUP BY ALL")
     return (f"CREATE OR REPLACE TABLE {wide_table(family)} AS\n"
-            f"SELECT *, row_number() OVER (PARTITION BY coalesce(generator, model), dataset, split, evaluator, task "
-            f"ORDER BY end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\nFROM (\n{pivot})")
+            f"SELECT *, NOT partial AND row_number() OVER (PARTITION BY {_ENTRY} "
+            f"ORDER BY partial, end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\nFROM (\n{pivot})")
+
+
+def cells_view_name(family: str) -> str:
+    return quote_identifier(family + CELLS_SUFFIX)
+
+
+def cells_table_sql(family: str, metric_keys: Iterable[str]) -> str:
+    """One row per cell of ``family`` (its seeds together): each metric's mean, its spread (``<key>__std``, NULL
+    for one seed) and ``n_runs``; ``is_latest`` marks the most recent complete cell of each entry.
+
+    Cells are grouped by ``replicate_hash`` (the config hash without the seed); runs logged before that tag
+    existed form a cell each. A smoke run's subset is other data: it forms its own, partial, cell.
+    """
+    keys = list(metric_keys)
+    group = "coalesce(replicate_hash, config_hash, run_id)"
+    firsts = ", ".join(f"arg_max({c}, end_time) AS {c}" for c in RUNS_COLUMNS if c not in ("end_time",))
+    stats = "".join(f",\n  avg({quote_identifier(k)}) AS {quote_identifier(k)}"
+                    f",\n  stddev_samp({quote_identifier(k)}) AS {quote_identifier(k + SPREAD_SUFFIX)}"
+                    for k in keys if len(k + SPREAD_SUFFIX) <= 63)
+    inner = (f"SELECT {firsts}, max(end_time) AS end_time, bool_or(partial) AS partial, "
+             f"min(n_units) AS n_units, max(total_units) AS total_units, min(seed) AS seed, "
+             f"{group} AS replicate_hash, count(*) AS n_runs{stats}\n"
+             f"FROM {wide_table(family)} GROUP BY {group}")
+    return (f"CREATE OR REPLACE TABLE {wide_table(family + CELLS_SUFFIX)} AS\n"
+            f"SELECT *, NOT partial AND row_number() OVER (PARTITION BY {_ENTRY} "
+            f"ORDER BY partial, end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\nFROM (\n{inner})")
+
+
+def cells_view_sql(family: str) -> str:
+    return f"CREATE OR REPLACE VIEW {cells_view_name(family)} AS SELECT * FROM {wide_table(family + CELLS_SUFFIX)}"
 
 
 def family_view_sql(family: str) -> str:

@@ -13,19 +13,16 @@ DB_ENV = "COUNTBOARD_INDEX_DB"
 def resolve_store_uri(store: str | None = None) -> str:
     """A tracking URI from ``--store``: a URI as given, a store directory or ``.db`` file as SQLite.
 
-    Without ``store``: ``MLFLOW_TRACKING_URI``, else the default local store ``./mlruns/mlflow.db``.
+    Without ``store``: ``$COUNTBOARD_STORE``, ``$MLFLOW_TRACKING_URI``, else ``./mlruns/mlflow.db`` (the same
+    order as every command, ``countboard.tracking.store.store_uri``).
 
     Example:
         >>> resolve_store_uri("/tmp/store")
         'sqlite:////tmp/store/mlflow.db'
     """
-    store = store or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
-    if "://" in store:
-        return store
-    path = Path(store).expanduser().resolve()
-    if path.suffix != ".db":
-        path = path / "mlflow.db"
-    return f"sqlite:///{path}"
+    from countboard.tracking.store import store_uri
+
+    return store_uri(store)
 
 
 def local_store_dir(store_uri: str) -> Path | None:

@@ -23,6 +23,7 @@ class MetricPoint:
 
 #: Roles of runs that summarise other runs (a multirun's parent, a generator comparison): never ranking entries.
 AGGREGATE_ROLES = ("sweep", "comparison")
+LEASE_ROLE = "lease"
 
 
 @dataclass
@@ -115,7 +116,8 @@ def list_runs(client, experiment_ids: list[str], filter_string: str = "", delete
                                       page_token=token,
                                       order_by=["attributes.start_time ASC", "attributes.run_id ASC"])
             for run in page:
-                runs[run.info.run_id] = _snapshot(run)
+                if run.data.tags.get(ROLE_TAG) != LEASE_ROLE:  # ownership claims, not results
+                    runs[run.info.run_id] = _snapshot(run)
             token = page.token
             if not token:
                 break

@@ -1,8 +1,11 @@
 """MLflow tracking: the only package that imports mlflow (besides the index builder).
 
 ``store.Tracker`` wraps ``MlflowClient`` with retries for SQLite lock contention, a reachability check that runs
-before any compute, run lookup by ``config_hash``, and artifact helpers. ``callbacks.SweepCallback`` creates the
-parent run of a multirun. To log a one-off run (an import, a training) use ``Tracker.log_complete_run``.
+before any compute, run lookup by ``config_hash``, and artifact helpers; ``store.open_store`` turns what a command
+was given (``--store``, ``$COUNTBOARD_STORE``, …) into one. ``local_store`` creates the SQLite store atomically;
+``lease`` gives a cell one owner; ``checkpoints`` writes and checks checkpoint parts; ``callbacks.SweepCallback``
+creates and closes the parent run of a multirun. To log a one-off run (an import, a training) use
+``Tracker.log_complete_run``.
 """
 
 from countboard.tracking.store import RunRecord, Tracker, tracker_from_config

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -9,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
@@ -17,14 +19,19 @@ from countboard.tracking import store as st
 log = logging.getLogger("countboard")
 PARENT_ENV = "COUNTBOARD_PARENT_RUN_ID"
 PARENT_FILE = ".countboard_parent_run"
-_OPERATIONAL_PREFIXES = ("tracking", "force", "device", "batch_size", "checkpoint_every", "progress", "hydra",
-                         "data_dir")
 
 
 def sweep_hash(overrides: list[str]) -> str:
     """Identity of a multirun: its command-line overrides without the operational ones."""
-    kept = sorted(o for o in overrides if not o.lstrip("+~").startswith(_OPERATIONAL_PREFIXES))
+    from countboard.config import OPERATIONAL_KEYS
+
+    prefixes = tuple(OPERATIONAL_KEYS)
+    kept = sorted(o for o in overrides if not o.lstrip("+~").split(":", 1)[-1].startswith(prefixes))
     return hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:16]
+
+
+class SweepError(CompactHydraException):
+    """A sweep-level error the user can fix: Hydra prints its one line, without a traceback."""
 
 
 class SweepCallback(Callback):
@@ -33,44 +40,90 @@ class SweepCallback(Callback):
     def __init__(self) -> None:
         self.run_id: str | None = None
         self.tracker = None
+        self.experiment_id: str | None = None
+        self.ttl_s = 60.0
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from countboard.errors import debug_enabled, user_message
+
+        try:
+            self._start(config)
+        except Exception as exc:
+            message = user_message(exc)
+            if message is None or debug_enabled():
+                raise
+            raise SweepError(f"error: {message}") from None
+
+    def _start(self, config: DictConfig) -> None:
+        from countboard.config import validate
+        from countboard.tracking.lease import Lease
         from countboard.tracking.store import tracker_from_config
 
+        validate(config)  # before the parent run exists
         self.tracker = tracker_from_config(config.tracking)
         self.tracker.check()
-        exp_id = self.tracker.experiment_id(config.tracking.experiment)
+        exp_id = self.experiment_id = self.tracker.experiment_id(config.tracking.experiment)
         overrides = list(config.hydra.overrides.task)
         sweep_params = config.hydra.sweeper.get("params") or {}
         overrides += [f"{k}={v}" for k, v in sweep_params.items()]
         for i, grid in enumerate(config.hydra.sweeper.get("grids") or []):
             overrides += [f"grid{i}:{k}={v}" for k, v in grid.items()]
         key = sweep_hash(overrides)
-        existing = self.tracker.find_runs(exp_id, {"countboard.role": "sweep", "sweep_hash": key})
-        if existing:
-            self.run_id = existing[0].run_id
-            self.tracker.set_status(self.run_id, st.RUNNING)
-        else:
-            name = "sweep " + " ".join(sorted(o for o in overrides if "tracking" not in o))[:200]
-            self.run_id = self.tracker.create_run(exp_id, name, {
-                "countboard.role": "sweep", "sweep_hash": key, "overrides": " ".join(overrides)[:5000]})
+        self.ttl_s = float(config.get("lease_ttl_s", 60))
+        with Lease(self.tracker, exp_id, f"sweep:{key}", self.ttl_s):
+            existing = self.tracker.find_runs(exp_id, {st.ROLE_TAG: "sweep", "sweep_hash": key})
+            if existing:
+                self.run_id = existing[0].run_id
+                self.tracker.set_status(self.run_id, st.RUNNING)
+            else:
+                self.run_id = self.tracker.create_run(exp_id, _sweep_name(overrides), {
+                    st.ROLE_TAG: "sweep", "sweep_hash": key, "overrides": " ".join(overrides)[:5000]})
+        atexit.register(self.close)  # a failed cell makes the sweeper raise before on_multirun_end
         os.environ[PARENT_ENV] = self.run_id
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / PARENT_FILE).write_text(self.run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the parent run with its children: FINISHED when all finished, FAILED otherwise (idempotent).
+
+        Children still running in another live process (a second sweep of the same grid) leave it RUNNING: that
+        process closes it.
+        """
         if self.tracker is None or self.run_id is None:
             return
-        children = self.tracker.find_runs(self.tracker.experiment_id(config.tracking.experiment),
-                                          {st.PARENT_TAG: self.run_id})
-        statuses = [c.status for c in children]
-        ok = all(s == st.FINISHED for s in statuses)
-        self.tracker.set_tags(self.run_id, {"n_children": len(children),
-                                            "n_failed_children": sum(s != st.FINISHED for s in statuses)})
-        self.tracker.set_status(self.run_id, st.FINISHED if ok else st.FAILED)
-        log.info("sweep run %s: %d cells, %d not finished", self.run_id, len(children),
-                 sum(s != st.FINISHED for s in statuses))
+        run_id, self.run_id = self.run_id, None
+        try:
+            status = close_parent(self.tracker, self.experiment_id, run_id, self.ttl_s)
+        except Exception as exc:  # at exit the store may be gone; `countboard doctor --fix` closes it later
+            log.warning("sweep run %s not closed: %s", run_id, exc)
+            return
+        log.info("sweep run %s: %s", run_id, status)
+
+
+def _sweep_name(overrides: list[str]) -> str:
+    from countboard.config import clean_run_name
+
+    return clean_run_name("sweep " + " ".join(sorted(o for o in overrides if "tracking" not in o)))
+
+
+def close_parent(tracker, experiment_id: str, run_id: str, ttl_s: float = 60.0) -> str:
+    """Set the parent's status from its children's; returns what was done, in words."""
+    from countboard.tracking.lease import list_leases
+
+    children = tracker.find_runs(experiment_id, {st.PARENT_TAG: run_id})
+    statuses = [c.status for c in children]
+    running = [c for c in children if c.status == st.RUNNING]
+    live = {lease.key for lease in list_leases(tracker, experiment_id) if not lease.expired(ttl_s)}
+    if any(c.tags.get("config_hash") in live for c in running):
+        return f"{len(running)} cells still running in another process; left RUNNING"
+    n_bad = sum(s != st.FINISHED for s in statuses)
+    tracker.set_tags(run_id, {"n_children": len(children), "n_failed_children": n_bad})
+    tracker.set_status(run_id, st.FINISHED if n_bad == 0 else st.FAILED)
+    return f"{len(children)} cells, {n_bad} not finished"
 
 
 def parent_run_for_job(tracker) -> str | None:

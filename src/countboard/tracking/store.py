@@ -12,13 +12,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote, urlparse
+from urllib.request import url2pathname
 
+from countboard.config import clean_run_name, validate_name
 from countboard.errors import ConfigError, TrackingStoreError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PARENT_TAG = "mlflow.parentRunId"
+ROLE_TAG = "countboard.role"
+#: Experiments are classic ML experiments: the MLflow UI then opens them on their runs, not the GenAI view.
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 FINISHED, RUNNING, FAILED, KILLED = "FINISHED", "RUNNING", "FAILED", "KILLED"
 _PARAM_VALUE_MAX = 6000
 _BATCH = 100
@@ -88,6 +94,10 @@ class Tracker:
         try:
             _retry(lambda: self.client.search_experiments(max_results=1), "check")
         except Exception as exc:
+            if self.uri.startswith("sqlite:"):
+                raise TrackingStoreError(
+                    f"cannot open the local store {self.uri[len('sqlite:///'):]}: {type(exc).__name__}: "
+                    f"{str(exc)[:300]}. Run `countboard doctor --store <dir>` to check it.") from exc
             raise TrackingStoreError(
                 f"cannot reach the MLflow tracking store {self.uri!r}: {type(exc).__name__}: {str(exc)[:300]}. "
                 "Start the server or fix `tracking.uri` / MLFLOW_TRACKING_URI (or use tracking=local)."
@@ -95,6 +105,8 @@ class Tracker:
 
     def experiment_id(self, name: str) -> str:
         """Id of experiment ``name``, created (with this tracker's artifact root) if missing."""
+
+        validate_name(name, "tracking.experiment")
 
         def get_or_create() -> str:
             exp = self.client.get_experiment_by_name(name)
@@ -104,10 +116,12 @@ class Tracker:
                         f"experiment {name!r} is deleted in {self.uri}; restore it in the MLflow UI or choose "
                         "another `tracking.experiment`"
                     )
+                if exp.tags.get(EXPERIMENT_KIND_TAG) is None:
+                    self.client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
                 return exp.experiment_id
-            location = f"{self.artifact_root}/{name}" if self.artifact_root else None
             try:
-                return self.client.create_experiment(name, artifact_location=location)
+                return self.client.create_experiment(name, artifact_location=self._artifact_location(name),
+                                                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
             except Exception as exc:  # another process created it first
                 exp = self.client.get_experiment_by_name(name)
                 if exp is None:
@@ -116,19 +130,75 @@ class Tracker:
 
         return _retry(get_or_create, "experiment")
 
+    def _artifact_location(self, name: str) -> str | None:
+        """``<artifact_root>/<name>``, built with path APIs and checked to stay inside the root."""
+        if not self.artifact_root:
+            return None
+        parsed = urlparse(self.artifact_root)
+        if parsed.scheme not in ("", "file"):
+            return f"{self.artifact_root.rstrip('/')}/{quote(name)}"
+        root = Path(url2pathname(parsed.path) if parsed.scheme == "file" else self.artifact_root).resolve()
+        location = (root / name).resolve()
+        if not location.is_relative_to(root) or location == root:
+            raise ConfigError(f"experiment name {name!r} would put artifacts outside the store ({root}); "
+                              "choose a plain name")
+        return location.as_uri() if parsed.scheme == "file" else str(location)
+
     def find_runs(self, experiment_id: str, tags: Mapping[str, str], statuses: Iterable[str] | None = None
                   ) -> list[RunRecord]:
-        """Active runs whose tags equal ``tags`` (newest first), optionally restricted to ``statuses``."""
+        """Active runs whose tags equal ``tags`` (newest first, every page), optionally restricted to ``statuses``."""
         clauses = [f"tags.`{k}` = {_literal(v)}" for k, v in tags.items()]
-        runs = _retry(lambda: self.client.search_runs([experiment_id], filter_string=" AND ".join(clauses),
-                                                      order_by=["attributes.start_time DESC"], max_results=1000),
-                      "search")
+        runs, token = [], None
+        while True:
+            page = _retry(lambda t=token: self.client.search_runs(
+                [experiment_id], filter_string=" AND ".join(clauses), order_by=["attributes.start_time DESC"],
+                max_results=1000, page_token=t), "search")
+            runs.extend(page)
+            token = page.token
+            if not token:
+                break
         wanted = set(statuses) if statuses else None  # MLflow filters status only by equality: do it here
         return [RunRecord(r.info.run_id, r.info.status, dict(r.data.tags), r.info.start_time) for r in runs
                 if wanted is None or r.info.status in wanted]
 
+    def experiments(self, include_deleted: bool = False) -> list:
+        """MLflow experiments of the store (active ones, or all)."""
+        from mlflow.entities import ViewType
+
+        view = ViewType.ALL if include_deleted else ViewType.ACTIVE_ONLY
+        return _retry(lambda: self.client.search_experiments(view_type=view), "experiments")
+
+    def run_ids(self, experiment_id: str) -> set[str]:
+        """Ids of every run of the experiment, active or deleted (all pages)."""
+        from mlflow.entities import ViewType
+
+        ids, token = set(), None
+        while True:
+            page = _retry(lambda t=token: self.client.search_runs(
+                [experiment_id], run_view_type=ViewType.ALL, max_results=1000, page_token=t), "search")
+            ids.update(r.info.run_id for r in page)
+            token = page.token
+            if not token:
+                return ids
+
+    def last_change_ms(self) -> int:
+        """The newest start or end time of any run (deleted ones included): when the store last changed."""
+        from mlflow.entities import ViewType
+
+        exps = [e.experiment_id for e in self.experiments()]
+        latest = 0
+        for order in ("start_time", "end_time"):
+            for run in _retry(lambda o=order: self.client.search_runs(
+                    exps, run_view_type=ViewType.ALL, max_results=1, order_by=[f"attributes.{o} DESC"]), "search"):
+                latest = max(latest, run.info.start_time or 0, run.info.end_time or 0)
+        return latest
+
+    def params(self, run_id: str) -> dict[str, str]:
+        return dict(_retry(lambda: self.client.get_run(run_id), "get run").data.params)
+
     def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str],
                    parent_run_id: str | None = None) -> str:
+        run_name = clean_run_name(run_name)
         all_tags = {k: str(v) for k, v in tags.items()}
         if parent_run_id:
             all_tags[PARENT_TAG] = parent_run_id
@@ -140,6 +210,9 @@ class Tracker:
             _retry(lambda: self.client.update_run(run_id, status=RUNNING), "reopen run")
         else:
             _retry(lambda: self.client.set_terminated(run_id, status=status), "end run")
+
+    def delete_run(self, run_id: str) -> None:
+        _retry(lambda: self.client.delete_run(run_id), "delete run")
 
     def get_status(self, run_id: str) -> str:
         return _retry(lambda: self.client.get_run(run_id), "get run").info.status
@@ -204,7 +277,9 @@ class Tracker:
         exp_id = self.experiment_id(experiment)
         if not force and self.find_runs(exp_id, {"config_hash": tags["config_hash"]}, [FINISHED]):
             return None
-        run_id = self.create_run(exp_id, run_name, tags)
+        from countboard.tracking.lease import owner_tags
+
+        run_id = self.create_run(exp_id, run_name, {**tags, **owner_tags()})  # doctor ends it if we are killed
         try:
             if params:
                 self.log_params(run_id, params)
@@ -229,16 +304,44 @@ def _literal(value: str) -> str:
     raise ValueError(f"tag value {value!r} has both quote kinds and cannot be searched for")
 
 
-def _enable_wal(db: Path) -> None:
-    """Write-ahead logging lets parallel jobs read while one writes (the mode persists in the file)."""
-    import sqlite3
+STORE_ENV = "COUNTBOARD_STORE"
 
-    con = sqlite3.connect(db, timeout=30)
-    try:
-        if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            con.execute("PRAGMA journal_mode=WAL")
-    finally:
-        con.close()
+
+def store_uri(arg: str | None = None) -> str:
+    """A tracking URI from what the user gave: ``--store``, else ``$COUNTBOARD_STORE``, else
+    ``$MLFLOW_TRACKING_URI``, else ``./mlruns``. A URI is kept; a directory or ``.db`` file means SQLite.
+
+    Example:
+        >>> store_uri("/tmp/store")
+        'sqlite:////tmp/store/mlflow.db'
+    """
+    value = arg or os.environ.get(STORE_ENV) or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
+    if "://" in value:
+        return value
+    path = Path(value).expanduser().resolve()
+    return f"sqlite:///{path if path.suffix == '.db' else path / 'mlflow.db'}"
+
+
+def open_store(arg: str | None = None, *, create: bool = False, timeout_s: float = 10.0) -> Tracker:
+    """The store a command works on (``--store``, ``$COUNTBOARD_STORE``, ``$MLFLOW_TRACKING_URI``, ``./mlruns``).
+
+    Args:
+        arg: What the user passed, or None.
+        create: Create a missing local store (commands that write); read-only commands leave it False, so a
+            mistyped path is an error instead of a new, empty store.
+        timeout_s: HTTP timeout for a server store.
+    """
+    uri = store_uri(arg)
+    if uri.startswith("sqlite:///"):
+        from countboard.tracking.local_store import ensure_local_store
+
+        db = Path(uri[len("sqlite:///"):])
+        if db.name != "mlflow.db" and not create and not db.is_file():
+            raise TrackingStoreError(f"no MLflow store at {db}; check --store / ${STORE_ENV}")
+        if db.name == "mlflow.db":
+            ensure_local_store(db.parent, create=create)
+        return Tracker(uri, (db.parent / "artifacts").as_uri(), timeout_s)
+    return Tracker(uri, None, timeout_s)
 
 
 def tracker_from_config(tracking) -> Tracker:
@@ -246,9 +349,10 @@ def tracker_from_config(tracking) -> Tracker:
     kind = tracking.get("kind", "local")
     timeout = float(tracking.get("timeout_s", 10))
     if kind == "local":
+        from countboard.tracking.local_store import ensure_local_store
+
         store_dir = Path(tracking.get("store_dir") or "mlruns").expanduser().resolve()
-        store_dir.mkdir(parents=True, exist_ok=True)
-        _enable_wal(store_dir / "mlflow.db")
+        ensure_local_store(store_dir)
         return Tracker(local_store_uri(store_dir), (store_dir / "artifacts").as_uri(), timeout)
     if kind == "server":
         uri = tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI")

@@ -1,0 +1,192 @@
+"""One sweep cell: its identity (``config_hash``), its owner (a lease) and the MLflow run it writes to.
+
+``Cell.claim`` takes the cell's lease before anything about its runs is decided, so that two processes never
+resume, create or end the same run; ``Cell.open_run`` then skips, resumes or creates the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+import countboard
+from countboard.config import OPERATIONAL_KEYS, REPLICATE_KEYS, clean_run_name
+from countboard.errors import ConfigError
+from countboard.tracking import Tracker, failpoints, tracker_from_config
+from countboard.tracking import store as st
+from countboard.tracking.callbacks import parent_run_for_job
+from countboard.tracking.lease import Lease, owner_tags
+
+log = logging.getLogger("countboard")
+
+META_KEYS = ("name", "kind", "display_name", "description")
+DATA_KEY = "__data_fingerprint__"
+
+
+def config_hash(cfg: DictConfig, data_fingerprint: str | None = None, drop: tuple[str, ...] = ()) -> str:
+    """Hash of what a cell computes: the unresolved config without ``OPERATIONAL_KEYS``, plus the data's identity.
+
+    Unresolved, so ``${data_dir}`` paths hash the same on every machine; the data itself enters through
+    ``data_fingerprint`` (``countboard.fingerprint``). ``drop`` leaves out more keys (``seed`` for the
+    replicate group).
+    """
+    container = OmegaConf.to_container(cfg, resolve=False)
+    semantic = {k: v for k, v in container.items() if k not in OPERATIONAL_KEYS and k not in drop}
+    if data_fingerprint:
+        semantic[DATA_KEY] = data_fingerprint
+    blob = json.dumps(semantic, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; lists become their JSON text."""
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+    elif isinstance(d, list):
+        out[prefix[:-1]] = json.dumps(d, default=str)
+    else:
+        out[prefix[:-1]] = d
+    return out
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    requested = str(getattr(requested, "value", requested))
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda but torch sees no CUDA device; use device=auto or device=cpu")
+    return requested
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(countboard.__file__).parent,
+                             capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def node_meta(cfg: DictConfig, group: str) -> dict[str, Any]:
+    node = cfg.get(group)
+    if node is None or "_target_" not in node or "name" not in node:
+        raise ConfigError(f"config group `{group}` must select an option whose node has `_target_` and `name`")
+    return {k: node.get(k) for k in META_KEYS if k in node}
+
+
+def run_name(cfg: DictConfig, model: str, dataset: str, task: str) -> str:
+    """Short, distinct run name: ``owlv2 · fsc147 · praco_negative`` (+ seed and subset when they differ)."""
+    parts = [model, dataset, task]
+    if int(cfg.get("seed", 0)):
+        parts.append(f"seed {cfg.seed}")
+    if cfg.get("max_samples") is not None:
+        parts.append(f"first {cfg.max_samples}")
+    return clean_run_name(" · ".join(str(p) for p in parts))
+
+
+class Cell:
+    """The state of one job: config, identity, tracker, lease and the run it writes to."""
+
+    def __init__(self, cfg: DictConfig, tracker: Tracker | None = None, data_fingerprint: str | None = None):
+        self.cfg = cfg
+        self.model_meta = node_meta(cfg, "model")
+        self.dataset_meta = node_meta(cfg, "dataset")
+        self.task_meta = node_meta(cfg, "task")
+        self.name = run_name(cfg, self.model_meta["name"], self.dataset_meta["name"], self.task_meta["name"])
+        self.data_fingerprint = data_fingerprint
+        self.hash = config_hash(cfg, data_fingerprint)
+        self.replicate_hash = config_hash(cfg, data_fingerprint, drop=REPLICATE_KEYS)  # subsets stay apart
+        self.device = resolve_device(cfg.device)
+        if tracker is None:
+            tracker = tracker_from_config(cfg.tracking)
+            tracker.check()
+        self.tracker: Tracker = tracker
+        self.experiment_id = self.tracker.experiment_id(cfg.tracking.experiment)
+        self.run_id: str | None = None
+        self.lease: Lease | None = None
+        self.finished = False
+
+    def tags(self, family: str) -> dict[str, str]:
+        return {
+            "model": self.model_meta["name"], "dataset": self.dataset_meta["name"], "task": self.task_meta["name"],
+            "model_kind": self.model_meta.get("kind", "unknown"), "family": family, "config_hash": self.hash,
+            "replicate_hash": self.replicate_hash, "seed": str(self.cfg.get("seed", 0)),
+            "data_fingerprint": self.data_fingerprint or "", "git_commit": git_commit(),
+            "countboard_version": countboard.__version__, "device": self.device,
+            "host": socket.gethostname(), st.ROLE_TAG: "cell",
+        }
+
+    def claim(self) -> bool:
+        """Take the cell's lease; False (with one line) when another live process owns it and on_busy=skip."""
+        self.lease = Lease(self.tracker, self.experiment_id, self.hash, float(self.cfg.get("lease_ttl_s", 60)))
+        if self.lease.acquire():
+            return True
+        holder = self.lease.holder
+        who = holder.owner() if holder else "another process"
+        if str(self.cfg.get("on_busy", "skip")) == "wait":
+            log.info("wait %s: owned by %s; waiting for its lease to end", self.name, who)
+            return self.lease.wait()
+        log.info("busy %s: owned by %s (config_hash %s); skipped (on_busy=wait waits for it)", self.name, who,
+                 self.hash)
+        self.lease = None
+        return False
+
+    def release(self) -> None:
+        if self.lease is not None:
+            self.lease.release()
+
+    def _reopen(self, run: st.RunRecord, why: str) -> None:
+        self.run_id = run.run_id
+        log.info("%s %s in run %s (status was %s)", why, self.name, self.run_id, run.status)
+        self.tracker.set_status(self.run_id, st.RUNNING)
+        self.tracker.set_tags(self.run_id, {"device": self.device, "error": "", **owner_tags()})
+        self.log_config()  # a run killed before its params were logged gets them now
+
+    def open_run(self, family: str) -> bool:
+        """Find or create the run (the lease is held). False when a finished run exists and nothing is to redo."""
+        runs = [r for r in self.tracker.find_runs(self.experiment_id, {"config_hash": self.hash})
+                if r.tags.get(st.ROLE_TAG) == "cell"]
+        finished = [r for r in runs if r.status == st.FINISHED]
+        if finished and not self.cfg.force:
+            run = finished[0]
+            n_failed = int(float(run.tags.get("n_failed_units", "0") or 0))
+            if n_failed and self.cfg.get("retry_failed", True):
+                self._reopen(run, f"retry {n_failed} failed units of")
+                return True
+            extra = f"; {n_failed} failed units kept (retry_failed=false)" if n_failed else ""
+            log.info("skip %s: finished run %s has config_hash %s (force=true reruns it)%s",
+                     self.name, run.run_id, self.hash, extra)
+            return False
+        resumable = [r for r in runs if r.status in (st.RUNNING, st.FAILED, st.KILLED)]
+        if resumable and not self.cfg.force:
+            self._reopen(resumable[0], "resume")
+            return True
+        parent = parent_run_for_job(self.tracker)
+        self.run_id = self.tracker.create_run(self.experiment_id, self.name,
+                                              {**self.tags(family), **owner_tags()}, parent)
+        failpoints.hit("log_params")
+        self.log_config()
+        return True
+
+    def log_config(self) -> None:
+        """Params (the flattened resolved config) and ``config.yaml``; what is already logged is kept."""
+        resolved = OmegaConf.to_container(self.cfg, resolve=True)
+        self.tracker.log_params(self.run_id, flatten(resolved))
+        if "config.yaml" in self.tracker.list_artifacts(self.run_id):
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "config.yaml"
+            path.write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+            self.tracker.log_file(self.run_id, path)

@@ -1,0 +1,203 @@
+"""``countboard doctor``: find what is inconsistent in a store, and repair it with ``--fix``.
+
+Checks: a half-created store file; expired leases; RUNNING cell runs without a live owner; RUNNING sweep parents
+whose children have all ended; cell runs without params or ``config.yaml``; artifact folders of runs the store does
+not know; an index older than the store. Without ``--fix`` nothing is changed (dry run). Every repair brings the
+store to a state the checks accept, so a second ``--fix`` finds nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+log = logging.getLogger("countboard")
+
+
+@dataclass
+class Finding:
+    """One inconsistency: what it is, where, and the repair ``--fix`` applies."""
+
+    kind: str
+    what: str
+    repair: str
+    fix: Callable[[], None]
+
+    def line(self) -> str:
+        return f"[{self.kind}] {self.what} -> {self.repair}"
+
+
+def _local_dir(uri: str) -> Path | None:
+    return Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") else None
+
+
+def _store_file_findings(arg: str | None) -> list[Finding]:
+    from countboard.tracking.local_store import DB_NAME, ensure_local_store, store_problem
+    from countboard.tracking.store import store_uri
+
+    root = _local_dir(store_uri(arg))
+    if root is None or not (root / DB_NAME).is_file():
+        return []
+    out = []
+    problem = store_problem(root / DB_NAME)
+    if problem:
+        out.append(Finding("store", f"{root / DB_NAME} is half-created ({problem})",
+                           "move it aside and create the store again", lambda: ensure_local_store(root)))
+    for stale in root.glob(f"{DB_NAME}.creating-*"):
+        out.append(Finding("store", f"{stale} was left by a store creation that was stopped", "delete it",
+                           lambda p=stale: p.unlink(missing_ok=True)))
+    return out
+
+
+def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
+    from countboard.tracking import store as st
+    from countboard.tracking.callbacks import close_parent
+    from countboard.tracking.lease import list_leases, owner_gone
+
+    out: list[Finding] = []
+    leases = list_leases(tracker, exp_id)
+    live = set()
+    for lease in leases:
+        if lease.expired(ttl_s):
+            out.append(Finding("lease", f"lease on {lease.key} of {lease.owner()} expired", "delete it",
+                               lambda r=lease.run_id: tracker.delete_run(r)))
+        else:
+            live.add(lease.key)
+    runs = tracker.find_runs(exp_id, {})
+    for run in runs:
+        role = run.tags.get(st.ROLE_TAG)
+        if role == "cell" and run.status == st.RUNNING and run.tags.get("config_hash") not in live:
+            out.append(Finding("orphan", f"cell run {run.run_id} ({run.tags.get('mlflow.runName', '')}) is RUNNING "
+                               "without a live owner", "mark it KILLED (the next sweep resumes it)",
+                               lambda r=run.run_id: _end(tracker, r, st.KILLED, "owner gone; ended by doctor")))
+        if role not in ("cell", "sweep", "lease") and run.status == st.RUNNING and owner_gone(run.tags):
+            out.append(Finding("orphan", f"run {run.run_id} ({run.tags.get('mlflow.runName', '')}) is RUNNING but "
+                               f"its process {run.tags.get('owner')} is gone", "mark it KILLED",
+                               lambda r=run.run_id: _end(tracker, r, st.KILLED, "owner gone; ended by doctor")))
+        if role == "sweep" and run.status == st.RUNNING:
+            children = [c for c in runs if c.tags.get(st.PARENT_TAG) == run.run_id]
+            if not any(c.status == st.RUNNING for c in children):
+                out.append(Finding("parent", f"sweep run {run.run_id} is RUNNING but its {len(children)} children "
+                                   "have ended", "end it FINISHED or FAILED with its children",
+                                   lambda r=run.run_id: close_parent(tracker, exp_id, r, ttl_s)))
+        if role == "cell" and run.status == st.FINISHED:  # a stopped run gets them when the next sweep resumes it
+            missing = _missing_config(tracker, run.run_id)
+            if missing:
+                out.append(Finding("config", f"cell run {run.run_id} has no {missing}",
+                                   "mark it FAILED so that the next sweep of the cell logs it (its units are kept)",
+                                   lambda r=run.run_id, m=missing: _end(tracker, r, st.FAILED, f"no {m}")))
+    return out
+
+
+def _missing_config(tracker, run_id: str) -> str | None:
+    if not tracker.params(run_id):
+        return "params"
+    if "config.yaml" not in tracker.list_artifacts(run_id):
+        return "config.yaml"
+    return None
+
+
+def _end(tracker, run_id: str, status: str, why: str) -> None:
+    tracker.set_tags(run_id, {"error": why})
+    tracker.set_status(run_id, status)
+
+
+def _artifact_findings(tracker, root: Path) -> list[Finding]:
+    """Run folders under local experiment artifact locations that belong to no run (active or deleted)."""
+    out = []
+    lost = root / "lost+found"
+    for exp in tracker.experiments(include_deleted=True):
+        parsed = urlparse(exp.artifact_location or "")
+        if parsed.scheme not in ("file", ""):
+            continue
+        folder = Path(url2pathname(parsed.path)) if parsed.scheme == "file" else Path(exp.artifact_location)
+        if not folder.is_dir() or not folder.resolve().is_relative_to(root.resolve()):
+            continue
+        known = tracker.run_ids(exp.experiment_id)
+        for child in sorted(p for p in folder.iterdir() if p.is_dir()):
+            if child.name not in known:
+                dest = lost / folder.name / child.name
+                out.append(Finding("artifacts", f"{child} belongs to no run of experiment {exp.name!r}",
+                                   f"move it to {dest}", lambda s=child, d=dest: _move(s, d)))
+    return out
+
+
+def _move(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(src), str(dest))
+
+
+def _index_findings(tracker, db: Path) -> list[Finding]:
+    from countboard.index.builder import build_index
+    from countboard.index.reader import connect_readonly
+
+    out = [Finding("index", f"{p} was left by an index build that was stopped", "delete it",
+                   lambda p=p: p.unlink(missing_ok=True)) for p in db.parent.glob(f"{db.name}.tmp-*")]
+    if not db.is_file():
+        return out
+    con = connect_readonly(db)
+    try:
+        listed = int(dict(con.execute("SELECT key, value FROM meta").fetchall()).get("listed_ms", 0))
+    finally:
+        con.close()
+    if tracker.last_change_ms() > listed:
+        out.append(Finding("index", f"index {db} is older than the store", "update it (countboard index)",
+                           lambda: build_index(tracker.uri, db)))
+    return out
+
+
+def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> list[Finding]:
+    """Every inconsistency of the store named by ``arg`` (as ``--store``) and of its index."""
+    from countboard.index.locate import default_db_path
+    from countboard.tracking.store import open_store
+
+    findings = _store_file_findings(arg)
+    if any(f.kind == "store" and "half-created" in f.what for f in findings):
+        return findings  # nothing else can be read until the store is whole
+    tracker = open_store(arg, create=False)
+    tracker.check()
+    for exp in tracker.experiments():
+        findings += _run_findings(tracker, exp.experiment_id, ttl_s)
+    root = _local_dir(tracker.uri)
+    if root is not None:
+        findings += _artifact_findings(tracker, root)
+    findings += _index_findings(tracker, db or default_db_path(tracker.uri))
+    return findings
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    findings = diagnose(args.store, args.db.expanduser().resolve() if args.db else None, args.lease_ttl_s)
+    if not findings:
+        print("store is consistent: nothing to repair")
+        return 0
+    for f in findings:
+        print(f.line())
+    if not args.fix:
+        print(f"{len(findings)} inconsistencies; run again with --fix to repair them", file=sys.stderr)
+        return 1
+    for f in findings:
+        f.fix()
+    rest = [f for f in diagnose(args.store, args.db, args.lease_ttl_s) if f.kind != "index"]
+    print(f"repaired {len(findings)}; {len(rest)} left" + ("" if not rest else ": " + "; ".join(
+        r.line() for r in rest)))
+    return 0 if not rest else 1
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("doctor", help="check a store for inconsistencies; --fix repairs them",
+                              description=__doc__.split("\n\n")[1])
+    p.add_argument("--store", default=None, help="store directory or tracking URI (default: $COUNTBOARD_STORE, "
+                                                 "$MLFLOW_TRACKING_URI, else ./mlruns)")
+    p.add_argument("--db", default=None, type=Path, help="index file (default: index.duckdb beside the store)")
+    p.add_argument("--fix", action="store_true", help="repair what was found (default: only list it)")
+    p.add_argument("--lease-ttl-s", type=float, default=60.0,
+                   help="a lease not heartbeated for this long has expired (the sweeps' lease_ttl_s)")
+    p.set_defaults(func=run_doctor)
+

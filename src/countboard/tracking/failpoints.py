@@ -1,0 +1,25 @@
+"""Named points where a fault test (``tests/faults``, ``benchmarks/faults.py``) kills the process on purpose.
+
+``hit(name)`` does nothing unless ``COUNTBOARD_FAILPOINT`` equals ``name``; then the process SIGKILLs itself, the
+way a node loss or ``kill -9`` would, at a place chosen for being the worst moment of that operation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "COUNTBOARD_FAILPOINT"
+
+#: The points, and where they are.
+POINTS = {
+    "checkpoint_write": "a checkpoint part written locally, not yet in the store",
+    "log_params": "a cell's run created, its params not yet logged",
+    "index_build": "the index copy written, not yet renamed over the index",
+}
+
+
+def hit(name: str) -> None:
+    """SIGKILL this process if ``$COUNTBOARD_FAILPOINT`` names this point."""
+    if os.environ.get(ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)

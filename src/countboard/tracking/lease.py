@@ -1,0 +1,205 @@
+"""Leases: one process at a time owns a cell (or any other key) of an experiment.
+
+A lease is a small MLflow run (tag ``countboard.role=lease``) that names its key, host, pid and a heartbeat. It
+lives in the store itself, so the same claim works for a local SQLite store and for a remote MLflow server, and it
+needs no shared file system.
+
+Claiming is *announce, then check*: a process creates its lease run, then lists the live leases of the key. It
+wins only if its own is the only live one. Two processes that announce at the same time both see each other, both
+withdraw and try again after a random pause; a process that sees an already *held* lease gives up. Because each
+process lists only after its own announcement is stored, two processes can never both win: the later of the two
+announcements is listed by the later process.
+
+A lease is live while its owner heartbeats (every ``ttl_s / 4``); a lease whose heartbeat is older than ``ttl_s``,
+or whose owner is a process on this host that no longer exists, has expired: the next claim deletes it and may
+take the key over. Released and expired leases are deleted (MLflow keeps them as deleted runs until ``mlflow gc``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from countboard.tracking import store as st
+
+log = logging.getLogger("countboard")
+
+ROLE = "lease"
+KEY_TAG, HOST_TAG, PID_TAG, START_TAG = "lease.key", "lease.host", "lease.pid", "lease.pid_start"
+HEARTBEAT_TAG, STATE_TAG = "lease.heartbeat", "lease.state"
+DEFAULT_TTL_S = 60.0
+
+
+def process_start(pid: int) -> str:
+    """Start time of process ``pid`` in clock ticks since boot ("" if unknown): tells a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _pid_alive(pid: int, start: str) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return not start or not process_start(pid) or process_start(pid) == start
+
+
+OWNER_TAG, OWNER_START_TAG = "owner", "owner.pid_start"
+
+
+def owner_tags() -> dict[str, str]:
+    """Tags naming this process as a run's owner (``host:pid`` and the pid's start time)."""
+    return {OWNER_TAG: f"{socket.gethostname()}:{os.getpid()}", OWNER_START_TAG: process_start(os.getpid())}
+
+
+def owner_gone(tags: dict[str, str]) -> bool:
+    """True when the run's owner is a process of this host that no longer exists (False when unknown)."""
+    host, _, pid = tags.get(OWNER_TAG, "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return not _pid_alive(int(pid), tags.get(OWNER_START_TAG, ""))
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """One lease as read from the store."""
+
+    run_id: str
+    key: str
+    host: str
+    pid: int
+    pid_start: str
+    heartbeat: float
+    state: str
+
+    @classmethod
+    def from_tags(cls, run_id: str, tags: dict[str, str]) -> LeaseInfo:
+        return cls(run_id, tags.get(KEY_TAG, ""), tags.get(HOST_TAG, ""), int(tags.get(PID_TAG, "0") or 0),
+                   tags.get(START_TAG, ""), float(tags.get(HEARTBEAT_TAG, "0") or 0), tags.get(STATE_TAG, ""))
+
+    def expired(self, ttl_s: float, now: float | None = None) -> bool:
+        """True when the owner stopped heartbeating for ``ttl_s``, or is a process of this host that is gone."""
+        if self.host == socket.gethostname() and self.pid and not _pid_alive(self.pid, self.pid_start):
+            return True
+        return (now or time.time()) - self.heartbeat > ttl_s
+
+    def owner(self) -> str:
+        return f"{self.host}:{self.pid}"
+
+
+def list_leases(tracker, experiment_id: str, key: str | None = None) -> list[LeaseInfo]:
+    """Active lease runs of the experiment (of ``key`` only, when given)."""
+    tags = {st.ROLE_TAG: ROLE, **({KEY_TAG: key} if key else {})}
+    return [LeaseInfo.from_tags(r.run_id, r.tags) for r in tracker.find_runs(experiment_id, tags)]
+
+
+class Lease:
+    """A claim on ``key`` in one experiment; use ``acquire()`` / ``release()`` or ``with`` (which waits).
+
+    Args:
+        tracker: The store.
+        experiment_id: Experiment whose runs the key protects.
+        key: What is owned (a cell's ``config_hash``, ``sweep:<hash>``).
+        ttl_s: A lease not heartbeated for this long has expired.
+    """
+
+    def __init__(self, tracker, experiment_id: str, key: str, ttl_s: float = DEFAULT_TTL_S):
+        if ttl_s <= 0:
+            raise ValueError(f"lease ttl_s must be positive, got {ttl_s}")
+        self.tracker, self.experiment_id, self.key, self.ttl_s = tracker, experiment_id, key, float(ttl_s)
+        self.run_id: str | None = None
+        self.holder: LeaseInfo | None = None  # the live lease that kept us out, after a failed acquire
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _announce(self) -> str:
+        tags = {st.ROLE_TAG: ROLE, KEY_TAG: self.key, HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
+                START_TAG: process_start(os.getpid()), HEARTBEAT_TAG: f"{time.time():.3f}", STATE_TAG: "pending"}
+        return self.tracker.create_run(self.experiment_id, f"lease {self.key}"[:200], tags)
+
+    def _others(self, mine: str) -> list[LeaseInfo]:
+        live = []
+        for lease in list_leases(self.tracker, self.experiment_id, self.key):
+            if lease.run_id == mine:
+                continue
+            if lease.expired(self.ttl_s):
+                log.info("lease on %s held by %s expired; taking it over", self.key, lease.owner())
+                self.tracker.delete_run(lease.run_id)
+            else:
+                live.append(lease)
+        return live
+
+    def acquire(self, attempts: int = 8) -> bool:
+        """Claim the key. False when another live process holds it (``holder`` says who)."""
+        for attempt in range(attempts):
+            mine = self._announce()
+            others = self._others(mine)
+            if not others:
+                self.run_id = mine
+                self.tracker.set_tags(mine, {STATE_TAG: "held"})
+                self._start_heartbeat()
+                return True
+            self.tracker.delete_run(mine)
+            held = [o for o in others if o.state == "held"]
+            if held:
+                self.holder = held[0]
+                return False
+            time.sleep(random.uniform(0.05, 0.3) * (attempt + 1))  # both announced at once: back off, retry
+        self.holder = others[0]
+        return False
+
+    def wait(self, poll_s: float = 2.0, timeout_s: float | None = None) -> bool:
+        """Acquire, waiting while another process holds the key; False after ``timeout_s``."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self.acquire():
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(poll_s)
+        return True
+
+    def _start_heartbeat(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{self.key}", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.ttl_s / 4):
+            try:
+                self.tracker.set_tags(self.run_id, {HEARTBEAT_TAG: f"{time.time():.3f}"})
+            except Exception as exc:  # deleted as expired by another process, or the store is down
+                if "active" in str(exc).lower():
+                    log.error("lease on %s was taken over by another process", self.key)
+                    self.lost.set()
+                    return
+                log.warning("lease heartbeat on %s failed: %s", self.key, exc)
+
+    def release(self) -> None:
+        """Stop heartbeating and delete the lease (idempotent)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self.run_id is not None:
+            run_id, self.run_id = self.run_id, None
+            try:
+                self.tracker.delete_run(run_id)
+            except Exception as exc:  # an expired lease someone already removed
+                log.debug("lease %s not deleted: %s", run_id, exc)
+
+    def __enter__(self) -> Lease:
+        self.wait(poll_s=0.2)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

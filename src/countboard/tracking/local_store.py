@@ -1,0 +1,147 @@
+"""Creating the embedded SQLite store atomically, and telling a half-created one from a good one.
+
+MLflow creates its tables and runs its migrations on first connect, in place: a process killed in the middle
+leaves a database that MLflow can neither use nor finish (``duplicate column name``), and two processes creating
+one store at once collide the same way. Here the schema is built in ``mlflow.db.creating-<pid>`` under an
+exclusive file lock and renamed to ``mlflow.db`` when complete, so ``mlflow.db`` is either absent or whole.
+A ``mlflow.db`` left half-created by an older version (or by ``mlflow`` itself) is moved aside, with a message
+that names it, and created again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import logging
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from countboard.errors import TrackingStoreError
+
+log = logging.getLogger("countboard")
+
+DB_NAME = "mlflow.db"
+LOCK_NAME = ".mlflow.db.lock"
+_SIDECARS = ("", "-wal", "-shm", "-journal")
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """An exclusive ``flock`` on ``path`` (released by the kernel if the holder dies)."""
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@functools.cache
+def _head_revision() -> str:
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
+def store_problem(db: Path) -> str | None:
+    """Why ``db`` is not a complete MLflow store, or None when it is one.
+
+    Raises:
+        TrackingStoreError: The store is complete but of an older MLflow schema (it holds runs: never replaced).
+    """
+    if db.stat().st_size == 0:
+        return "the file is empty"
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "alembic_version" not in tables or "experiments" not in tables:
+                return "its MLflow tables were never created"
+            revision = con.execute("SELECT version_num FROM alembic_version").fetchone()
+            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        return f"it is not a readable SQLite database ({exc})"
+    head = _head_revision()
+    if revision is None or revision[0] != head:
+        if runs:
+            raise TrackingStoreError(
+                f"the store {db} has MLflow schema {revision[0] if revision else 'none'}, this MLflow expects {head}; "
+                f"back it up, then run `mlflow db upgrade sqlite:///{db}`")
+        return f"its schema migration stopped at {revision[0] if revision else 'the start'} (of {head})"
+    return None
+
+
+def _create(tmp: Path, artifact_root: str) -> None:
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    uri = f"sqlite:///{tmp}"
+    store = SqlAlchemyStore(uri, artifact_root)
+    store.engine.dispose()
+    SqlAlchemyStore._engine_map.pop(uri, None)
+    con = sqlite3.connect(tmp, timeout=30)
+    try:  # write-ahead logging lets parallel jobs read while one writes (the mode persists in the file)
+        con.execute("PRAGMA journal_mode=WAL")
+    finally:
+        con.close()
+
+
+def _move_aside(db: Path, reason: str) -> Path:
+    aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    for suffix in _SIDECARS:
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{db}{suffix}", f"{aside}{suffix}")
+    log.warning("store %s was half-created (%s): moved it to %s and created a new one (delete %s once you "
+                "have checked it holds nothing you need)", db, reason, aside.name, aside)
+    return aside
+
+
+def ensure_local_store(store_dir: str | os.PathLike, create: bool = True) -> Path:
+    """The complete ``<store_dir>/mlflow.db``, created (or recreated when half-created) under a file lock.
+
+    Args:
+        store_dir: The store directory.
+        create: False for read-only commands: a missing store is an error instead of a new empty one.
+
+    Raises:
+        TrackingStoreError: No store there and ``create`` is off, or the store needs ``mlflow db upgrade``.
+    """
+    root = Path(store_dir).expanduser().resolve()
+    db = root / DB_NAME
+    if not create and not db.is_file():
+        raise TrackingStoreError(f"no MLflow store at {root} (no {DB_NAME}); check --store / $COUNTBOARD_STORE, "
+                                 "or run a sweep first (`countboard-sweep ...` or `make demo`) to create one")
+    if db.is_file() and db.stat().st_size and _quick_ok(db):
+        return db
+    root.mkdir(parents=True, exist_ok=True)
+    with file_lock(root / LOCK_NAME):
+        for stale in root.glob(f"{DB_NAME}.creating-*"):  # left by a creator that was killed
+            stale.unlink(missing_ok=True)
+        if db.is_file():
+            problem = store_problem(db)
+            if problem is None:
+                return db
+            _move_aside(db, problem)
+        tmp = root / f"{DB_NAME}.creating-{os.getpid()}"
+        _create(tmp, (root / "artifacts").as_uri())
+        os.replace(tmp, db)
+        for suffix in _SIDECARS[1:]:
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+    return db
+
+
+def _quick_ok(db: Path) -> bool:
+    """A cheap check for the common case (a complete store): its schema revision is MLflow's head."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        try:
+            row = con.execute("SELECT version_num FROM alembic_version").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return False
+    return row is not None and row[0] == _head_revision()
