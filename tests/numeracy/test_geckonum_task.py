@@ -290,3 +290,35 @@ def test_count_questions_reproduce_the_released_questions(geckonum_dir):
     same = [specs[pid].questions() == qs for pid, qs in released.items()]
     # All but 8 spatial prompts with "cinnamon stick", whose released relation question reads "... of sticks?".
     assert len(same) - sum(same) == 8 and len(same) > 1200
+
+
+class FlakyOracle:
+    """An oracle counter that raises on every image whose id ends in ``_1`` (seed 1)."""
+
+    def __init__(self, device="cpu"):
+        from countboard.counting.models.oracle import OracleCounter
+
+        self.inner = OracleCounter(device=device)
+
+    def count(self, items, prompts):
+        bad = [it.image_id for it in items if it.image_id.endswith("_1")]
+        if bad:
+            raise RuntimeError(f"cannot read {bad[0]}")
+        return self.inner.count(items, prompts)
+
+
+def test_an_image_the_evaluator_fails_on_is_counted_as_a_failure_and_shown(prompt_set, ctx):
+    task = GeckoNumAutoEval({**ORACLE, "_target_": f"{__name__}.FlakyOracle"}, seeds=[0, 1], n_human=10,
+                            n_annotate=5)
+    gen = ProceduralGenerator(image_size=96, accuracy=0.7, decay=0.1, batch_size=7)
+    units = task.units(gen, prompt_set, ctx)
+    records = pd.DataFrame(task.run_units(gen, prompt_set, units, ctx))
+    failed = records["unit_id"].str.endswith("_1")
+    assert records.loc[failed, "evaluator_error"].str.startswith("RuntimeError: cannot read").all()
+    assert records.loc[~failed, "evaluator_error"].isna().all()
+    assert (records.loc[failed, "cc_success"] == 0).all()  # no count is never a success
+    assert (records.loc[~failed, "cc_success"] == records.loc[~failed, "true_success"]).all()
+    result = task.summarize(records, gen, prompt_set, ctx)
+    assert result.metrics["autoeval_evaluator_failure_rate"] == pytest.approx(0.5)
+    shown = result.tables["evaluator_failures"]
+    assert sorted(shown["unit_id"]) == sorted(records.loc[failed, "unit_id"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +42,8 @@ __all__ = ["GeckoNumAutoEval", "bcc_cells", "bcc_report", "question_frame", "sam
 META_KEYS = ("name", "kind", "display_name", "description")
 ANNOTATION_COLUMNS = ["image_id", "prompt_id", "seed", "prompt", "prompt_type", "nouns", "questions"]
 SIMULATED = "simulated"
+
+log = logging.getLogger("countboard")
 
 
 def parse_unit(unit_id: str) -> tuple[int, int]:
@@ -95,6 +98,32 @@ def simulate_human(
 UNIT_KINDS = ("question", "image")
 
 
+def _counted_right(count: float, target: int) -> bool:
+    """The evaluator's count rounds to the number asked for; no count (the counter failed) is never right."""
+    return bool(np.isfinite(count)) and round(count) == target
+
+
+def _count_questions(evaluator, items: list, prompts: list[str], owners: list[str]
+                     ) -> tuple[np.ndarray, dict[str, str]]:
+    """The evaluator's count per question, batched; when the batch raises, image by image, so that an image the
+    counter fails on gets NaN counts and its error (``{image id: error}``) instead of ending the job."""
+    if not items:
+        return np.zeros(0), {}
+    try:
+        return np.asarray(evaluator.count(items, prompts), dtype=np.float64), {}
+    except Exception:  # find the images it fails on
+        pass
+    counts, errors = np.full(len(items), np.nan), {}
+    for u in dict.fromkeys(owners):
+        idx = [k for k, o in enumerate(owners) if o == u]
+        try:
+            counts[idx] = evaluator.count([items[k] for k in idx], [prompts[k] for k in idx])
+        except Exception as exc:
+            errors[u] = f"{type(exc).__name__}: {exc}"
+            log.warning("the evaluator failed on %s: %s", u, errors[u])
+    return counts, errors
+
+
 def question_frame(units: pd.DataFrame, human: dict[str, list[float]]) -> pd.DataFrame:
     """One row per image-question pair of image records: ``cc_success`` (rounded count = number asked for),
     ``true_success`` (drawn count, where known) and ``human`` (0/1, NaN without an answer).
@@ -114,7 +143,7 @@ def question_frame(units: pd.DataFrame, human: dict[str, list[float]]) -> pd.Dat
         answers = human.get(rec.unit_id, [np.nan] * len(targets))
         for k, (t, c) in enumerate(zip(targets, counts, strict=True)):
             row = {"unit_id": rec.unit_id, "question_id": k, "question": questions[k],
-                   "prompt_type": rec.prompt_type, "cc_success": float(round(c) == t), "human": answers[k]}  # fmt: skip
+                   "prompt_type": rec.prompt_type, "cc_success": float(_counted_right(c, t)), "human": answers[k]}  # fmt: skip
             if drawn is not None:
                 row["true_success"] = float(drawn[k] == t)
             rows.append(row)
@@ -244,7 +273,7 @@ class GeckoNumAutoEval(Task):
                 items.append(item)
                 prompts.append(q.phrase)
                 owners.append(u)
-        counts = self.evaluator(ctx.device).count(items, prompts) if items else np.zeros(0)
+        counts, errors = _count_questions(self.evaluator(ctx.device), items, prompts, owners)
         records = []
         for u in unit_ids:
             im = images[u]
@@ -257,7 +286,8 @@ class GeckoNumAutoEval(Task):
                 "prompt": spec.prompt, "nouns": json.dumps([e.noun for e in spec.entities]),
                 "questions": json.dumps([q.question for q in questions]),
                 "targets": json.dumps(targets), "evaluator_counts": json.dumps(got),
-                "cc_success": int(all(round(c) == t for c, t in zip(got, targets, strict=True))),
+                "cc_success": int(all(_counted_right(c, t) for c, t in zip(got, targets, strict=True))),
+                "evaluator_error": errors.get(u),
             }  # fmt: skip
             if im.drawn_counts is not None:
                 drawn = [sum(int(im.drawn_counts[n]) for n in q.nouns) for q in questions]
@@ -280,12 +310,16 @@ class GeckoNumAutoEval(Task):
         metrics, per_type = bcc_report(scored, cells=cells)
         metrics["autoeval_n_units"] = float(len(scored))
         metrics["autoeval_n_images"] = float(len(units))
+        failed = units["evaluator_error"].notna() if "evaluator_error" in units else pd.Series(False, units.index)
+        metrics["autoeval_evaluator_failure_rate"] = float(failed.mean()) if len(units) else 0.0
         metrics["autoeval_n_labelled_images"] = float(sum(np.isfinite(a).any() for a in answers.values()))
         files, sample = self.annotation_files(model, dataset, units, ctx)
         tables = {"per_prompt_type": per_type, "annotation_sample": sample,
                   "bcc_cells": cells.rename(columns={"prompt_type": "cell"})}
         if self.unit == "question":
             tables["questions"] = scored
+        if failed.any():  # shown beside the rates: these images count as not satisfied for CC and BCC
+            tables["evaluator_failures"] = units.loc[failed, ["unit_id", "prompt_id", "seed", "evaluator_error"]]
         return TaskResult(metrics=metrics, tables=tables, files=files,
                           tags={"evaluator": self.evaluator_name, "autoeval_unit": self.unit})  # fmt: skip
 
