@@ -20,6 +20,7 @@ _SUBCOMMANDS = [
     "countboard.data.geckonum_import",
     "countboard.models.shapecount_train",
     "countboard.quantify.commands",
+    "countboard.commands.server",
 ]
 
 

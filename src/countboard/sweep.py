@@ -61,7 +61,17 @@ def main() -> None:
     if message:
         print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
-    _app()
+    from countboard.tracking.callbacks import fail_open_sweep
+
+    try:
+        _app()
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            fail_open_sweep(stop.__context__)  # Hydra reports the error, then exits from its handler
+        raise
+    except BaseException as exc:  # HYDRA_FULL_ERROR=1, or an interrupt
+        fail_open_sweep(exc)
+        raise
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from countboard.tracking import store as st
 log = logging.getLogger("countboard")
 PARENT_ENV = "COUNTBOARD_PARENT_RUN_ID"
 PARENT_FILE = ".countboard_parent_run"
+#: The multirun of this process whose parent run is open (between on_multirun_start and on_multirun_end).
+_open_sweep: SweepCallback | None = None
 _OPERATIONAL_PREFIXES = ("tracking", "force", "device", "batch_size", "checkpoint_every", "progress", "hydra",
                          "data_dir")
 
@@ -55,11 +57,15 @@ class SweepCallback(Callback):
             self.run_id = self.tracker.create_run(exp_id, name, {
                 "countboard.role": "sweep", "sweep_hash": key, "overrides": " ".join(overrides)[:5000]})
         os.environ[PARENT_ENV] = self.run_id
+        global _open_sweep
+        _open_sweep = self
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / PARENT_FILE).write_text(self.run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        global _open_sweep
+        _open_sweep = None
         if self.tracker is None or self.run_id is None:
             return
         children = self.tracker.find_runs(self.tracker.experiment_id(config.tracking.experiment),
@@ -71,6 +77,27 @@ class SweepCallback(Callback):
         self.tracker.set_status(self.run_id, st.FINISHED if ok else st.FAILED)
         log.info("sweep run %s: %d cells, %d not finished", self.run_id, len(children),
                  sum(s != st.FINISHED for s in statuses))
+
+
+def fail_open_sweep(error: BaseException | None) -> str | None:
+    """End the parent run of a multirun that stopped on an error (a launcher that could not submit, SLURM jobs
+    cancelled or lost) as FAILED, with the error in its ``error`` tag; the id of that run, None if none was open.
+
+    Hydra calls no callback when the launcher raises, so ``countboard-sweep`` calls this on its way out.
+    """
+    global _open_sweep
+    sweep, _open_sweep = _open_sweep, None
+    if sweep is None or sweep.tracker is None or sweep.run_id is None:
+        return None
+    message = f"{type(error).__name__}: {error}" if error is not None else "the sweep stopped before its end"
+    try:
+        sweep.tracker.set_tags(sweep.run_id, {"error": message[:5000]})
+        sweep.tracker.set_status(sweep.run_id, st.KILLED if isinstance(error, KeyboardInterrupt) else st.FAILED)
+    except Exception as exc:  # the store is gone too: say so, the original error matters more
+        log.error("could not mark sweep run %s failed: %s", sweep.run_id, exc)
+        return None
+    log.error("sweep run %s ended FAILED: %s", sweep.run_id, message[:1000])
+    return sweep.run_id
 
 
 def parent_run_for_job(tracker) -> str | None:
