@@ -25,7 +25,7 @@ class FakeJob:
         self.result, self.error = result, error
         self.paths = SimpleNamespace(stderr=Path(f"/logs/{job_id}_0_log.err"))
 
-    def done(self) -> bool:
+    def done(self, force_check: bool = False) -> bool:
         return self.done_at is not None and self.clock() >= self.done_at
 
     def results(self):

@@ -89,7 +89,8 @@ def wait_for_jobs(jobs: Sequence[Any], lost_after_s: float, poll_s: float,
             if states is None or str(job.job_id) in states:
                 absent_since.pop(i, None)
                 continue
-            if now - absent_since.setdefault(i, now) >= lost_after_s and not job.done():
+            # done(force_check=True) asks sacct once more: with accounting the job's real end state wins
+            if now - absent_since.setdefault(i, now) >= lost_after_s and not job.done(force_check=True):
                 log.error("SLURM job %s left the queue %.0fs ago without a result: lost", job.job_id,
                           now - absent_since[i])
                 lost.add(i)
@@ -110,8 +111,8 @@ def collect(jobs: Sequence[Any], lost: set[int], overrides: Sequence[Sequence[st
         try:
             results.append(job.results()[0])
         except Exception as exc:  # UncompletedJobError (cancelled, timeout, node failure) or a crash in submitit
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            problems.append(f"job {job.job_id} ({what}): {first[:300]}; log: {job.paths.stderr}")
+            text = " ".join(str(exc).split()) or type(exc).__name__  # submitit puts the state on a later line
+            problems.append(f"job {job.job_id} ({what}): {text[:500]}; log: {job.paths.stderr}")
     if problems:
         raise SlurmJobsFailed(f"{len(problems)} of {len(jobs)} SLURM jobs ended without a result (rerun the same "
                               "command to resume them): " + " | ".join(problems))
