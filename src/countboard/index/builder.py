@@ -132,6 +132,8 @@ def _lock(db_path: Path):
 def _client(store_uri: str):
     from mlflow.tracking import MlflowClient
 
+    # one pooled connection per parallel artifact listing (MLflow keeps 10 and drops the rest after each use)
+    os.environ.setdefault("MLFLOW_HTTP_POOL_MAXSIZE", str(2 * source.LIST_WORKERS))
     try:
         client = MlflowClient(tracking_uri=store_uri)
         client.search_experiments(max_results=1)
