@@ -114,3 +114,15 @@ def test_scancel_is_reported_and_the_rerun_resumes(slurm, tmp_path, accounting):
     computed = pd.Series(calls.read_text().split())
     assert sorted(computed.unique()) == [f"u{i:03d}" for i in range(12)]
     assert computed.value_counts().max() <= 2  # only the chunk in flight at the cancel is computed again
+
+
+def test_gpu_preset_on_a_partition_without_gpus_ends_the_sweep_failed(slurm, tmp_path):
+    env = sweep_env(tmp_path, SLURM_CONF=str(slurm.conf))
+    cmd = [sys.executable, "-m", "countboard.sweep", *TOY, "-m", "hydra/launcher=slurm_gpu", "model=toy,toy_double",
+           "progress=false", f"tracking.store_dir={tmp_path / 'mlruns'}"]
+    proc = run(cmd, tmp_path, env, timeout=120)
+    assert proc.returncode != 0
+    runs = store_runs(tmp_path / "mlruns")
+    parent = runs[runs["tags.countboard.role"] == "sweep"].iloc[0]
+    assert parent.status == "FAILED" and "sbatch" in parent["tags.error"].lower(), parent["tags.error"]
+    assert (runs["tags.countboard.role"] == "cell").sum() == 0
