@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -119,6 +120,7 @@ def server_vs_sqlite(n: int, n_metrics: int, change_store) -> int:
     finally:
         server.stop()
         pg.stop()
+        shutil.rmtree(work, ignore_errors=True)
     rows = [("full index", "full", 10.0), ("re-index, nothing changed", "same", 2.0),
             ("re-index --quick, nothing changed", "same_quick", 2.0),
             ("re-index after changes", "changed", 2.0), ("re-index --quick after changes", "changed_quick", 2.0)]

@@ -45,7 +45,3 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="countboard_schema", node=Config)
     cs.store(group="tracking", name="countboard_tracking_schema", node=TrackingConf)
-    from countboard.tracking.slurm import CountboardSlurmConf
-
-    # base of the slurm_cpu / slurm_gpu presets: submitit's options plus the lost-job watch
-    cs.store(group="hydra/launcher", name="countboard_slurm", node=CountboardSlurmConf, provider="countboard")

@@ -8,15 +8,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _SubmititSlurmLauncher
 from omegaconf import OmegaConf
 
-from countboard.tracking.slurm import collect, wait_for_jobs
+from countboard.tracking.slurm import CountboardSlurmConf, collect, wait_for_jobs
 
 log = logging.getLogger("countboard")
+
+# Base of the slurm_cpu / slurm_gpu presets (conf/hydra/launcher/); Hydra imports this module when it scans plugins.
+ConfigStore.instance().store(group="hydra/launcher", name="countboard_slurm", node=CountboardSlurmConf,
+                             provider="countboard")
 
 
 class SlurmLauncher(_SubmititSlurmLauncher):
