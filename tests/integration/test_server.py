@@ -58,12 +58,11 @@ def test_sweep_rerun_and_kill_resume_on_the_server(mlflow_server, tmp_path):
     assert len(cells) == 1 and cells.status.iloc[0] == "FINISHED"
 
 
-def _leaderboard_view(db) -> dict:
+def _leaderboard_view(db, monkeypatch) -> dict:
     """What the leaderboard's data layer shows of the counters: mosaic images and count-drift tables, by cell."""
-    sys.path.insert(0, str(leaderboard_dir()))
-    import os
-
-    os.environ["COUNTBOARD_INDEX_DB"] = str(db)
+    if str(leaderboard_dir()) not in sys.path:
+        sys.path.insert(0, str(leaderboard_dir()))
+    monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(db))
     import counters
     import data
 
@@ -101,7 +100,7 @@ def test_index_and_leaderboard_show_the_same_artifacts_as_a_local_store(mlflow_s
     con.close()
     assert unlisted == 0 and n_files > 0
 
-    local, remote = _leaderboard_view(local_db), _leaderboard_view(server_db)
+    local, remote = _leaderboard_view(local_db, monkeypatch), _leaderboard_view(server_db, monkeypatch)
     assert set(local) == set(remote) == {(m, t) for m in ("oracle", "class_blind")
                                          for t in ("praco_negative", "praco_mosaic")}
     mosaics = 0
