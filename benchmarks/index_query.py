@@ -14,6 +14,13 @@ and repeats. The script measures:
 
 Usage: ``python benchmarks/index_query.py [--runs 5000] [--workdir DIR] [--repeats 30]``. The store is kept in
 ``--workdir`` and reused when it already has the requested number of runs.
+
+``--server`` instead indexes the same runs (default 1,000, each with 7 artifacts in 3 folders as a sweep cell
+writes them) in a SQLite store and in an MLflow server on PostgreSQL with proxied artifacts (started here as the
+integration tests start it; root or a PostgreSQL install needed), side by side: full index, re-index with nothing
+changed, and re-index after 1% of the runs changed, 10 were added and 5 deleted (default and ``--quick``). Targets
+for the server: full ≤ 10 s, incremental ≤ 2 s. ``--quick`` shrinks either mode (500 runs, 5 repeats; 200 runs with
+``--server``).
 """
 
 from __future__ import annotations
@@ -143,8 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metrics", type=int, default=30)
     p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "countboard-index-bench")
     p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--server", action="store_true", help="SQLite vs an MLflow server on PostgreSQL, side by side")
+    p.add_argument("--quick", action="store_true", help="a smaller store, fewer repeats")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.server:
+        from index_server import server_vs_sqlite
+
+        return server_vs_sqlite(args.runs if args.runs != 5000 else (200 if args.quick else 1000), args.metrics,
+                                change_store)
+    if args.quick:
+        args.runs, args.repeats = min(args.runs, 500), 5
+        args.workdir = args.workdir.with_name(args.workdir.name + "-quick")
     keys = metric_keys(args.metrics)
     sort = load_schema().families[FAMILY].main_metric
     store = args.workdir.resolve()

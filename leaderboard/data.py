@@ -18,7 +18,7 @@ import streamlit as st
 
 import queries
 from countboard.index import ddl
-from countboard.index.artifacts import ArtifactPathError, resolve_artifact
+from countboard.index.artifacts import fetch_artifact
 from countboard.index.reader import connect_readonly, use_index
 from countboard.schema import FamilyInfo, MetricInfo, load_schema
 
@@ -209,14 +209,31 @@ def artifacts(run_ids: list[str], prefix: str = "") -> pd.DataFrame:
     return query(queries.ARTIFACTS_OF_RUNS, (list(run_ids), prefix))
 
 
+def artifact_cache_dir() -> Path:
+    """Where artifacts of a remote store are kept once downloaded: beside the index."""
+    return db_path().expanduser().resolve().parent / "artifact_cache"
+
+
+def store_uri() -> str | None:
+    """The store the index was built from."""
+    meta = query(queries.META)
+    return dict(zip(meta.key, meta.value, strict=True)).get("store_uri") if not meta.empty else None
+
+
 def artifact_file(run_id: str, path: str) -> Path | None:
-    """Local file of an indexed artifact, None if the run has no such artifact or it is not readable here."""
+    """Local file of an indexed artifact (a remote store's is downloaded once through the store and cached),
+    None if the run has no such artifact; an artifact listed but not readable is reported on the page."""
     rows = query(queries.ARTIFACT, (run_id, path))
     if rows.empty:
         return None
+    uri = rows.artifact_uri.iloc[0]
+    size = query(queries.ARTIFACTS_OF_RUNS, ([run_id], path)).query("path == @path").file_size
     try:
-        local = resolve_artifact(rows.artifact_uri.iloc[0], path)
-    except ArtifactPathError:
+        local = fetch_artifact(store_uri() or "", uri, path, artifact_cache_dir(),
+                               int(size.iloc[0]) if len(size) and pd.notna(size.iloc[0]) else None)
+    except Exception as exc:  # the store is down or the file went away: say so instead of "no such artifact"
+        st.warning(f"Artifact `{path}` of run `{run_id}` is listed in the index but could not be read from "
+                   f"{uri}: {type(exc).__name__}: {str(exc)[:300]}")
         return None
     return local if local.is_file() else None
 

@@ -24,6 +24,7 @@ _SUBCOMMANDS = [
     "countboard.commands.import_praco",
     "countboard.commands.export_praco",
     "countboard.commands.doctor",
+    "countboard.commands.server",
 ]
 
 

@@ -54,8 +54,10 @@ def test_store_and_index_locations(tmp_path, monkeypatch):
     assert resolve_store_uri(str(tmp_path / "x.db")) == f"sqlite:///{tmp_path}/x.db"
     assert resolve_store_uri("http://h:5000") == "http://h:5000"
     assert default_db_path(f"sqlite:///{tmp_path}/mlflow.db") == tmp_path / "index.duckdb"
-    monkeypatch.chdir(tmp_path)
-    assert default_db_path("http://h:5000") == tmp_path / "index.duckdb"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    remote = default_db_path("http://h:5000")
+    assert remote.parent.parent == tmp_path / "cache" / "countboard" and remote.name == "index.duckdb"
+    assert remote.parent.name.startswith("h_5000-") and remote != default_db_path("http://h:5001")
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(tmp_path / "elsewhere.duckdb"))
     assert default_db_path("http://h:5000") == tmp_path / "elsewhere.duckdb"
 

@@ -18,7 +18,8 @@ def _add_store_args(p: argparse.ArgumentParser) -> None:
                    help="MLflow store: a URI, a store directory or its mlflow.db (default: $COUNTBOARD_STORE, "
                         "$MLFLOW_TRACKING_URI, else ./mlruns); it must exist")
     p.add_argument("--db", default=None, type=Path,
-                   help="DuckDB index file (default: $COUNTBOARD_INDEX_DB, else index.duckdb beside a local store)")
+                   help="DuckDB index file (default: $COUNTBOARD_INDEX_DB, else index.duckdb beside a local store, else "
+                        "~/.cache/countboard/<host>-<hash>/index.duckdb for a remote one)")
 
 
 def register(subparsers) -> None:
@@ -40,7 +41,8 @@ def register(subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--mlflow-ui", default=None,
-                   help=f"base URL of the MLflow UI for run links (default: ${UI_ENV}, else {DEFAULT_UI})")
+                   help=f"base URL of the MLflow UI for run links (default: ${UI_ENV}, else the store itself when it is "
+                        f"an http(s) server, else {DEFAULT_UI})")
     p.add_argument("--no-index", action="store_true", help="do not update the index before starting")
     p.set_defaults(func=run_leaderboard)
 
@@ -74,6 +76,11 @@ def leaderboard_command(db: Path, host: str, port: int) -> list[str]:
             "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer", "--", "--db", str(db)]
 
 
+def ui_base(store_uri: str) -> str:
+    """The MLflow UI of a store: an http(s) store serves its own UI; a local one is shown by `countboard mlflow-ui`."""
+    return store_uri.rstrip("/") if store_uri.startswith(("http://", "https://")) else DEFAULT_UI
+
+
 def run_leaderboard(args) -> int:
     uri, db = _paths(args)
     if not args.no_index:
@@ -83,7 +90,7 @@ def run_leaderboard(args) -> int:
                           "(or drop --no-index)")
     env = dict(os.environ)
     env["COUNTBOARD_INDEX_DB"] = str(db)
-    env[UI_ENV] = args.mlflow_ui or env.get(UI_ENV) or DEFAULT_UI
+    env[UI_ENV] = args.mlflow_ui or env.get(UI_ENV) or ui_base(uri)
     print(f"leaderboard on http://{args.host}:{args.port} (index {db})", flush=True)
     cmd = leaderboard_command(db, args.host, args.port)
     os.execve(cmd[0], cmd, env)  # streamlit takes this process over: signals reach the server itself

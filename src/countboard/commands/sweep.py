@@ -82,11 +82,20 @@ def main() -> None:
     if debug_enabled():
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     signal.signal(signal.SIGTERM, _terminate)
+    from countboard.tracking.callbacks import fail_open_sweep
+
     try:
         _app()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the parent closes from its children at exit (left RUNNING if another owns some)
         print("stopped: runs in progress were marked KILLED; rerun the same command to resume", file=sys.stderr)
         sys.exit(130)
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            fail_open_sweep(stop.__context__)  # Hydra reports the error, then exits from its handler
+        raise
+    except BaseException as exc:  # HYDRA_FULL_ERROR=1: the error is raised, not reported
+        fail_open_sweep(exc)
+        raise
 
 
 if __name__ == "__main__":

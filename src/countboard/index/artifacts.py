@@ -1,7 +1,13 @@
-"""Path-safe access to a run's local artifacts (no mlflow import: the leaderboard uses it)."""
+"""Path-safe access to a run's artifacts: local files directly, remote ones through the store into a local cache.
+
+mlflow is imported only when a remote artifact is fetched, so the leaderboard imports this module cheaply.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlparse
 
@@ -45,13 +51,64 @@ def resolve_artifact(artifact_uri: str, rel_path: str) -> Path:
         ...
         countboard.index.artifacts.ArtifactPathError: artifact path '../../etc/passwd' ...
     """
+    _check_relative(rel_path)
     rel = PurePosixPath(rel_path)
-    if not rel_path or "\x00" in rel_path or rel.is_absolute() or ".." in rel.parts or "\\" in rel_path:
-        raise ArtifactPathError(f"artifact path {rel_path!r} must be a relative path inside the run's artifacts "
-                                "(no '..', no leading '/')")
     root = artifact_root(artifact_uri).resolve()
     target = (root / rel).resolve()
     if not target.is_relative_to(root):
         raise ArtifactPathError(f"artifact path {rel_path!r} resolves to {target}, outside the run's artifact "
                                 f"directory {root}")
     return target
+
+
+def is_local(artifact_uri: str) -> bool:
+    """Whether ``artifact_uri`` is a directory of this machine (``file:`` without a host, or an absolute path)."""
+    parsed = urlparse(artifact_uri)
+    return (parsed.scheme == "file" and parsed.netloc in ("", "localhost")) or (
+        parsed.scheme == "" and artifact_uri.startswith("/"))
+
+
+def cache_path(cache_dir: str | os.PathLike, artifact_uri: str, rel_path: str) -> Path:
+    """Where the local copy of artifact ``rel_path`` of a remote run lives under ``cache_dir``.
+
+    One folder per artifact URI (a run), named by its hash, so two stores or two runs never share a file.
+    """
+    _check_relative(rel_path)
+    key = hashlib.sha256(artifact_uri.encode()).hexdigest()[:24]
+    return Path(cache_dir) / key / PurePosixPath(rel_path)
+
+
+def fetch_artifact(store_uri: str, artifact_uri: str, rel_path: str, cache_dir: str | os.PathLike,
+                   size: int | None = None) -> Path:
+    """A local file holding artifact ``rel_path`` of a run: its own file for a local store, else a cached copy.
+
+    Remote artifacts (``mlflow-artifacts:/…`` from a server with proxied artifacts, ``s3://…``) are downloaded
+    through the store ``store_uri`` once into ``cache_dir`` and reused while their size matches ``size`` (the
+    size the index lists; None: any cached copy). The download goes to a temporary name that is renamed into
+    place, so a reader never sees half a file.
+
+    Raises:
+        ArtifactPathError: ``rel_path`` would leave the run's artifacts.
+        Exception: whatever the store raises when the artifact cannot be downloaded.
+    """
+    if is_local(artifact_uri):
+        return resolve_artifact(artifact_uri, rel_path)
+    target = cache_path(cache_dir, artifact_uri, rel_path)
+    if target.is_file() and (size is None or target.stat().st_size == size):
+        return target
+    from countboard.index.source import artifact_repository
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
+        got = Path(artifact_repository(artifact_uri, store_uri).download_artifacts(rel_path, tmp))
+        if not got.is_file():
+            raise ArtifactPathError(f"artifact {rel_path!r} of {artifact_uri} is a directory, not a file")
+        os.replace(got, target)
+    return target
+
+
+def _check_relative(rel_path: str) -> None:
+    rel = PurePosixPath(rel_path)
+    if not rel_path or "\x00" in rel_path or rel.is_absolute() or ".." in rel.parts or "\\" in rel_path:
+        raise ArtifactPathError(f"artifact path {rel_path!r} must be a relative path inside the run's artifacts "
+                                "(no '..', no leading '/')")

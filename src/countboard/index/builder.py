@@ -133,6 +133,8 @@ def _lock(db_path: Path):
 def _client(store_uri: str):
     from mlflow.tracking import MlflowClient
 
+    # one pooled connection per parallel artifact listing (MLflow keeps 10 and drops the rest after each use)
+    os.environ.setdefault("MLFLOW_HTTP_POOL_MAXSIZE", str(2 * source.LIST_WORKERS))
     try:
         client = MlflowClient(tracking_uri=store_uri)
         client.search_experiments(max_results=1)
@@ -188,7 +190,7 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
             return stats
         if not stats.rebuilt:
             prev.latest = _latest_points(db_path, [r.run_id for r in changed if r.run_id in prev.fingerprints])
-        frames = _details(client, changed, prev, stats, history)
+        frames = _details(client, store_uri, changed, prev, stats, history)
         _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames,
                incremental=not stats.rebuilt, listed_ms=listed_ms)
         stats.written = True
@@ -239,7 +241,7 @@ def _points_frame(rows: list[tuple[str, str, MetricPoint]]) -> pd.DataFrame:
     })
 
 
-def _details(client, changed: list[RunSnapshot], prev: _Previous, stats: IndexStats,
+def _details(client, store_uri: str, changed: list[RunSnapshot], prev: _Previous, stats: IndexStats,
              history: str) -> dict[str, pd.DataFrame]:
     """Rows of every per-run table for the changed runs (histories only for metrics that moved)."""
     runs = pd.DataFrame([r.row() for r in changed], columns=ddl.columns("runs"))
@@ -259,13 +261,15 @@ def _details(client, changed: list[RunSnapshot], prev: _Previous, stats: IndexSt
                 fetched += 1
             else:  # a summary metric, logged at step 0: its latest point is its history
                 points.append((run.run_id, key, point))
-        try:
-            artifacts.extend((run.run_id, *a) for a in source.list_artifacts(run.artifact_uri))
-        except Exception as exc:  # an unreachable artifact store must not stop the index
-            msg = f"artifacts of run {run.run_id} at {run.artifact_uri} not listed: {exc}"
+    listings, errors = source.list_artifacts_of_runs([(r.run_id, r.artifact_uri) for r in changed], store_uri)
+    for run in changed:
+        if run.run_id in errors:  # an unreachable artifact store must not stop the index
+            msg = f"artifacts of run {run.run_id} at {run.artifact_uri} not listed: {errors[run.run_id]}"
             log.warning(msg)
             stats.warnings.append(msg)
             unlisted.add(run.run_id)
+        else:
+            artifacts.extend((run.run_id, *a) for a in listings[run.run_id])
     # An empty fingerprint never matches, so the next index retries the runs whose artifacts were not listed.
     runs.loc[runs["run_id"].isin(unlisted), "fingerprint"] = ""
     runs["start_time"] = _ms(runs["start_time"])

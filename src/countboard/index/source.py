@@ -148,11 +148,24 @@ def metric_history(client, run_id: str, key: str) -> list[MetricPoint]:
             for m in client.get_metric_history(run_id, key)]
 
 
-def list_artifacts(artifact_uri: str) -> list[tuple[str, bool, int | None]]:
-    """``(path, is_dir, file_size)`` of every artifact under ``artifact_uri``, directories included."""
+#: Artifact listings in flight at once: a remote store answers each in tens of milliseconds, mostly waiting.
+LIST_WORKERS = 16
+
+
+def artifact_repository(artifact_uri: str, store_uri: str | None):
+    """The artifact repository of a run, resolved against ``store_uri`` (not the process-wide tracking URI).
+
+    A server with proxied artifacts hands out ``mlflow-artifacts:/…`` URIs, which only mean something relative to
+    the server they came from: the same resolution ``MlflowClient(store_uri)`` uses, without its ``get_run`` call.
+    """
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-    repo = get_artifact_repository(artifact_uri)
+    return get_artifact_repository(artifact_uri, tracking_uri=store_uri)
+
+
+def list_artifacts(artifact_uri: str, store_uri: str | None = None) -> list[tuple[str, bool, int | None]]:
+    """``(path, is_dir, file_size)`` of every artifact under ``artifact_uri``, directories included."""
+    repo = artifact_repository(artifact_uri, store_uri)
     out: list[tuple[str, bool, int | None]] = []
     pending: list[str | None] = [None]
     while pending:
@@ -161,3 +174,32 @@ def list_artifacts(artifact_uri: str) -> list[tuple[str, bool, int | None]]:
             if info.is_dir:
                 pending.append(info.path)
     return sorted(out)
+
+
+def list_artifacts_of_runs(runs: list[tuple[str, str]], store_uri: str | None, workers: int = LIST_WORKERS
+                           ) -> tuple[dict[str, list[tuple[str, bool, int | None]]], dict[str, Exception]]:
+    """Artifact listings of ``(run_id, artifact_uri)`` pairs, ``workers`` runs at a time.
+
+    Returns:
+        ``(listings, errors)``: the listing of every run that could be listed, and the error of every other.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    listings: dict[str, list[tuple[str, bool, int | None]]] = {}
+    errors: dict[str, Exception] = {}
+    if not runs:
+        return listings, errors
+
+    def one(item: tuple[str, str]):
+        try:
+            return item[0], list_artifacts(item[1], store_uri), None
+        except Exception as exc:  # one unreachable run must not stop the others
+            return item[0], None, exc
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(runs)))) as pool:
+        for run_id, listing, exc in pool.map(one, runs):
+            if exc is None:
+                listings[run_id] = listing
+            else:
+                errors[run_id] = exc
+    return listings, errors

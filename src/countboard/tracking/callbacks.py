@@ -19,6 +19,8 @@ from countboard.tracking import store as st
 log = logging.getLogger("countboard")
 PARENT_ENV = "COUNTBOARD_PARENT_RUN_ID"
 PARENT_FILE = ".countboard_parent_run"
+#: The multirun of this process whose parent run is open (between on_multirun_start and on_multirun_end).
+_open_sweep: SweepCallback | None = None
 
 
 def sweep_hash(overrides: list[str]) -> str:
@@ -80,6 +82,8 @@ class SweepCallback(Callback):
                     st.ROLE_TAG: "sweep", "sweep_hash": key, "overrides": " ".join(overrides)[:5000]})
         atexit.register(self.close)  # a failed cell makes the sweeper raise before on_multirun_end
         os.environ[PARENT_ENV] = self.run_id
+        global _open_sweep
+        _open_sweep = self
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / PARENT_FILE).write_text(self.run_id)
@@ -93,6 +97,8 @@ class SweepCallback(Callback):
         Children still running in another live process (a second sweep of the same grid) leave it RUNNING: that
         process closes it.
         """
+        global _open_sweep
+        _open_sweep = None
         if self.tracker is None or self.run_id is None:
             return
         run_id, self.run_id = self.run_id, None
@@ -124,6 +130,28 @@ def close_parent(tracker, experiment_id: str, run_id: str, ttl_s: float = 60.0) 
     tracker.set_tags(run_id, {"n_children": len(children), "n_failed_children": n_bad})
     tracker.set_status(run_id, st.FINISHED if n_bad == 0 else st.FAILED)
     return f"{len(children)} cells, {n_bad} not finished"
+
+
+def fail_open_sweep(error: BaseException | None) -> str | None:
+    """End the parent run of a multirun that stopped on an error (a launcher that could not submit, SLURM jobs
+    cancelled or lost) as FAILED, with the error in its ``error`` tag; the id of that run, None if none was open.
+
+    Hydra calls no callback when the launcher raises, so ``countboard-sweep`` calls this on its way out.
+    """
+    global _open_sweep
+    sweep, _open_sweep = _open_sweep, None
+    if sweep is None or sweep.tracker is None or sweep.run_id is None:
+        return None
+    message = f"{type(error).__name__}: {error}" if error is not None else "the sweep stopped before its end"
+    run_id, sweep.run_id = sweep.run_id, None  # its exit-time close() must not set it from its (absent) children
+    try:
+        sweep.tracker.set_tags(run_id, {"error": message[:5000]})
+        sweep.tracker.set_status(run_id, st.KILLED if isinstance(error, KeyboardInterrupt) else st.FAILED)
+    except Exception as exc:  # the store is gone too: say so, the original error matters more
+        log.error("could not mark sweep run %s failed: %s", run_id, exc)
+        return None
+    log.error("sweep run %s ended FAILED: %s", run_id, message[:1000])
+    return run_id
 
 
 def parent_run_for_job(tracker) -> str | None:
