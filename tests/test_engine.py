@@ -230,6 +230,7 @@ def test_sweep_over_http_to_a_real_mlflow_server(tmp_path):
             server.wait(timeout=20)
 
 
+@pytest.mark.slow
 def test_smoke_run_is_its_own_partial_cell_and_seeds_share_a_replicate_hash(tmp_path):
     run_sweep([*TOY, "-m", "max_samples=5,null", "seed=0,1"], tmp_path)
     cells = children(store_runs(tmp_path / "mlruns"))

@@ -277,20 +277,10 @@ def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool 
 
 
 def tracker_for_store(store: str | None):
-    """A ``Tracker`` for ``--store``: a tracking URI, a store directory or its ``mlflow.db`` (default ./mlruns)."""
-    import os
+    """A ``Tracker`` for ``--store`` (see ``countboard.tracking.store.open_store``; created if missing)."""
+    from countboard.tracking.store import open_store
 
-    from countboard.tracking import tracker_from_config
-
-    store = store or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
-    if "://" in store and not store.startswith("sqlite:"):
-        return tracker_from_config({"kind": "server", "uri": store})
-    if store.startswith("sqlite:///"):
-        store = store[len("sqlite:///") :]
-    path = Path(store).expanduser()
-    return tracker_from_config(
-        {"kind": "local", "store_dir": str(path.parent if path.suffix == ".db" else path)}
-    )
+    return open_store(store, create=True)
 
 
 def import_geckonum(

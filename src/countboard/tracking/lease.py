@@ -135,7 +135,10 @@ class Lease:
                 continue
             if lease.expired(self.ttl_s):
                 log.info("lease on %s held by %s expired; taking it over", self.key, lease.owner())
-                self.tracker.delete_run(lease.run_id)
+                try:
+                    self.tracker.delete_run(lease.run_id)
+                except Exception as exc:  # another claimant removed it first
+                    log.debug("expired lease %s not deleted: %s", lease.run_id, exc)
             else:
                 live.append(lease)
         return live

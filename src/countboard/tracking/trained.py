@@ -56,14 +56,9 @@ def _finished_runs(tracker, tags: dict[str, str]) -> list:
 
 
 def _tracker(store: str):
-    from countboard.tracking import Tracker
-    from countboard.tracking.store import local_store_uri
+    from countboard.tracking.store import open_store
 
-    if "://" in store:
-        return Tracker(store)
-    store_dir = Path(store).expanduser().resolve()
-    store_dir.mkdir(parents=True, exist_ok=True)
-    return Tracker(local_store_uri(store_dir), (store_dir / "artifacts").as_uri())
+    return open_store(store, create=True)
 
 
 def find_logged_checkpoint(model: str, store: str) -> Path | None:
