@@ -35,8 +35,9 @@ from pathlib import Path
 import pandas as pd
 
 from countboard.numeracy.answers import parse_count_answer
-from countboard.numeracy.importer import ImportOptions, build_runs, log_runs, tracker_for_store
+from countboard.numeracy.importer import ImportOptions, build_runs, log_runs
 from countboard.numeracy.release import read_annotations
+from countboard.tracking.store import open_store
 
 TARGET_S = 20.0
 # The subcommand as ``countboard`` registers it, without the other subcommands' imports.
@@ -93,7 +94,7 @@ def main() -> None:
     n_rows, t_read = _timed(lambda: sum(len(read_annotations(zip_path, t)) for t in tasks), "read")
     (runs, problems), t_build = _timed(lambda: build_runs(zip_path, prompts, opts), "build")
     with tempfile.TemporaryDirectory() as tmp:
-        tracker, t_tracker = _timed(lambda: tracker_for_store(tmp), "tracker")
+        tracker, t_tracker = _timed(lambda: open_store(tmp, create=True), "tracker")
         _, t_check = _timed(tracker.check, "check")
         report, t_log = _timed(lambda: log_runs(runs, tracker, "countboard"), "log")
         again, t_again = _timed(

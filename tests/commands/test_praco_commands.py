@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from countboard.cli import main
-from countboard.numeracy.importer import tracker_for_store
+from countboard.tracking.store import open_store
 from tests.fixtures.praco_release import MODEL, write_release
 
 
@@ -32,7 +32,7 @@ def test_import_export_import_is_the_identity(release, tmp_path, capsys):
     assert "logged run" in out and "left out Inference_Test1_SYN_test.csv:4,red apples: no count ('nan')" in err
     assert main(["import-praco", str(release["model_dir"]), *common]) == 0   # same files: skipped
     assert "skipped: an identical import exists" in capsys.readouterr().out
-    tracker = tracker_for_store(str(store))
+    tracker = open_store(str(store), create=True)
     (first,) = _runs(tracker)
     assert first.data.tags["task"] == "praco" and first.data.tags["model"] == MODEL
     artifacts = {a.path for a in tracker.client.list_artifacts(first.info.run_id)}

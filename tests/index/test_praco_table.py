@@ -68,10 +68,10 @@ def test_through_an_index_built_from_imported_and_local_runs(tmp_path):
     from countboard.commands.import_praco import import_praco
     from countboard.index.builder import build_index
     from countboard.index.reader import connect_readonly
-    from countboard.numeracy.importer import tracker_for_store
+    from countboard.tracking.store import open_store
 
     release = write_release(tmp_path / "rel")
-    tracker = tracker_for_store(str(tmp_path / "mlruns"))
+    tracker = open_store(str(tmp_path / "mlruns"), create=True)
     result = import_praco(release["model_dir"], release["meta"], tracker, exclude=release["exclude"])
     build_index(tracker.uri, tmp_path / "index.duckdb")
     rows = connect_readonly(tmp_path / "index.duckdb").execute("SELECT * FROM counters").df()

@@ -92,10 +92,10 @@ def test_store_is_resumable_and_exports_the_geckonum_layout(sample, tmp_path):
 
 
 def test_labels_and_sample_go_through_the_tracker(sample, tmp_path):
-    from countboard.numeracy.importer import tracker_for_store
+    from countboard.tracking.store import open_store
 
     table, _ = sample
-    tracker = tracker_for_store(str(tmp_path / "store"))
+    tracker = open_store(str(tmp_path / "store"), create=True)
     exp = tracker.experiment_id("countboard")
     run_id = tracker.create_run(exp, "gen", {"model": "procedural_good"})
     art = tmp_path / "art"

@@ -189,8 +189,8 @@ class Slow:
     def hang(self, *a, **k):
         print("logging", flush=True)
         time.sleep(600)
-real = gi.tracker_for_store
-gi.tracker_for_store = lambda store: Slow(real(store))
+real = gi.open_store
+gi.open_store = lambda store, **kw: Slow(real(store, **kw))
 parser = argparse.ArgumentParser()
 gi.register(parser.add_subparsers())
 args = parser.parse_args(["import-geckonum", *sys.argv[1:]])

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from countboard.commands import store_argument
 from countboard.errors import ConfigError
 from countboard.quantify.compare import generator_comparison
 
@@ -164,10 +165,10 @@ def log_comparison(tracker, experiment: str, task: str, dataset: str, classifier
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from countboard.numeracy.importer import tracker_for_store
+    from countboard.tracking.store import open_store
 
     tasks = list(TASKS) if args.task == "all" else [args.task]
-    tracker = tracker_for_store(args.store)
+    tracker = open_store(args.store)
     tracker.check()
     experiment = tracker.client.get_experiment_by_name(args.experiment)
     if experiment is None:
@@ -198,9 +199,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("compare", help="log pairwise P(generator A > B) per classifier from the BCC cells",
                               description="Read the FINISHED cells of the BCC tasks and log one comparison run per "
                                           "(task, dataset, classifier): P(A > B) for every pair of generators.")
-    p.add_argument("--store", default=None,
-                   help="MLflow store: a URI, a store directory or its mlflow.db (default: $MLFLOW_TRACKING_URI, "
-                        "else ./mlruns)")
+    store_argument(p)
     p.add_argument("--experiment", default="countboard", help="experiment to read and log to")
     p.add_argument("--task", choices=[*TASKS, "all"], default="all", help="which task's cells to compare")
     p.add_argument("--classifier", default=None, help="only the cells judged by this classifier / evaluator")

@@ -18,6 +18,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+from countboard.commands import store_argument
+
 log = logging.getLogger("countboard")
 
 
@@ -193,8 +195,7 @@ def run_doctor(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser("doctor", help="check a store for inconsistencies; --fix repairs them",
                               description=__doc__.split("\n\n")[1])
-    p.add_argument("--store", default=None, help="store directory or tracking URI (default: $COUNTBOARD_STORE, "
-                                                 "$MLFLOW_TRACKING_URI, else ./mlruns)")
+    store_argument(p)
     p.add_argument("--db", default=None, type=Path, help="index file (default: index.duckdb beside the store)")
     p.add_argument("--fix", action="store_true", help="repair what was found (default: only list it)")
     p.add_argument("--lease-ttl-s", type=float, default=60.0,

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from countboard.commands import store_argument
 from countboard.counting.released.layout import PracoResults, write_results
 from countboard.errors import ConfigError
 
@@ -115,9 +116,9 @@ def export_praco(tracker, run_ids: list[str], out_dir: str | Path, model: str | 
 
 
 def run_command(args) -> int:
-    from countboard.numeracy.importer import tracker_for_store
+    from countboard.tracking.store import open_store
 
-    folder = export_praco(tracker_for_store(args.store), args.run, args.out, args.model, args.split, args.gt_dir)
+    folder = export_praco(open_store(args.store), args.run, args.out, args.model, args.split, args.gt_dir)
     print(f"wrote {folder}")
     return 0
 
@@ -132,5 +133,5 @@ def register(subparsers) -> None:
     p.add_argument("--model", default=None, help="model name in the file names (default: the run's model tag)")
     p.add_argument("--split", default=None, help="split in the file names (default: the run's split tag, or test)")
     p.add_argument("--gt-dir", default=None, help="where ground-truth maps go (default: OUT/gt_density_maps)")
-    p.add_argument("--store", default=None, help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns)")
+    store_argument(p)
     p.set_defaults(func=run_command)

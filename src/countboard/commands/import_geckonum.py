@@ -11,10 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+from countboard.commands import store_argument
 from countboard.errors import DataNotFoundError
 from countboard.metrics.numeracy import RANGE_RULES, TIE_RULES
-from countboard.numeracy.importer import ImportOptions, import_geckonum, tracker_for_store
+from countboard.numeracy.importer import ImportOptions, import_geckonum
 from countboard.numeracy.release import GENERATORS
+from countboard.tracking.store import open_store
 
 
 def _default_prompts(annotations: Path) -> Path:
@@ -45,7 +47,7 @@ def run_command(args) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)  # the run being logged then ends FAILED, not RUNNING
     try:
         report = import_geckonum(
-            annotations, prompts, lambda: tracker_for_store(args.store), args.experiment, opts, args.force
+            annotations, prompts, lambda: open_store(args.store, create=True), args.experiment, opts, args.force
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -73,9 +75,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("path", help="geckonum_annotations.zip, or a folder of task_<n>_<generator>.csv files")
     p.add_argument("--prompts", default=None, help="prompts.csv (default: beside PATH)")
-    p.add_argument("--store", default=None,
-                   help="MLflow store: a URI, a store directory or its mlflow.db (default: $MLFLOW_TRACKING_URI, "
-                        "else ./mlruns)")  # fmt: skip
+    store_argument(p, creates=True)
     p.add_argument("--experiment", default="countboard", help="MLflow experiment (default: countboard)")
     p.add_argument("--task", type=int, action="append", choices=(1, 2, 3), help="only this task (repeatable)")
     p.add_argument("--allow-generator", action="append", metavar="NAME",

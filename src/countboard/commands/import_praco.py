@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from countboard.commands import store_argument
 from countboard.counting.released.layout import (
     HALVES,
     MAPS_DIR,
@@ -139,11 +140,11 @@ def run_command(args) -> int:
     import pandas as pd
 
     from countboard.errors import ConfigError
-    from countboard.numeracy.importer import tracker_for_store
+    from countboard.tracking.store import open_store
 
     if args.model and len(args.model_dir) > 1:
         raise ConfigError("--model names the files of one folder: give one MODEL_DIR with it")
-    tracker = tracker_for_store(args.store)
+    tracker = open_store(args.store, create=True)
     rows = []
     for model_dir in args.model_dir:
         result = import_praco(model_dir, args.fsc147, tracker, split=args.split, gt_maps_dir=args.gt_density_maps,
@@ -184,9 +185,7 @@ def register(subparsers) -> None:
     p.add_argument("--official-rounding", action="store_true",
                    help="log official_* rounded as the released scorer (3 decimals, PCCN 2)")
     p.add_argument("--keep-maps", action="store_true", help="store the density maps in the run (for export)")
-    p.add_argument("--store", default=None,
-                   help="MLflow store: a URI, a store directory or its mlflow.db (default: $MLFLOW_TRACKING_URI, "
-                        "else ./mlruns)")
+    store_argument(p, creates=True)
     p.add_argument("--experiment", default="countboard", help="MLflow experiment (default: countboard)")
     p.add_argument("--force", action="store_true", help="log again even if an identical import exists")
     p.add_argument("--final-metrics", default=None, metavar="CSV",

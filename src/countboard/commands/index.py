@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from countboard.commands import store_argument
 from countboard.errors import ConfigError
 
 UI_ENV = "COUNTBOARD_MLFLOW_UI"
@@ -14,9 +15,7 @@ DEFAULT_UI = "http://127.0.0.1:5000"
 
 
 def _add_store_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default=None,
-                   help="MLflow store: a URI, a store directory or its mlflow.db (default: $COUNTBOARD_STORE, "
-                        "$MLFLOW_TRACKING_URI, else ./mlruns); it must exist")
+    store_argument(p)
     p.add_argument("--db", default=None, type=Path,
                    help="DuckDB index file (default: $COUNTBOARD_INDEX_DB, else index.duckdb beside a local store, else "
                         "~/.cache/countboard/<host>-<hash>/index.duckdb for a remote one)")

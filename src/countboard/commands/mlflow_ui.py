@@ -15,7 +15,8 @@ import signal
 import subprocess
 import sys
 
-from countboard.tracking.store import STORE_ENV, open_store
+from countboard.commands import store_argument
+from countboard.tracking.store import open_store
 
 _PR_SET_PDEATHSIG = 1
 
@@ -62,9 +63,7 @@ def _mlflow_ui(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("mlflow-ui", help="start the MLflow UI on the sweep store (127.0.0.1)")
-    p.add_argument("--store", default=None,
-                   help=f"store directory (with mlflow.db) or tracking URI (default: ${STORE_ENV}, "
-                        "$MLFLOW_TRACKING_URI, else ./mlruns); it must exist")
+    store_argument(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     p.add_argument("--port", type=int, default=5000)
     p.set_defaults(func=_mlflow_ui)

@@ -6,8 +6,10 @@ import argparse
 import os
 from pathlib import Path
 
+from countboard.commands import store_argument
 from countboard.counting.models.shapecount import RECIPES, local_checkpoint_path
 from countboard.counting.models.shapecount_train import TrainConfig, train_recipe
+from countboard.tracking.store import store_uri
 from countboard.tracking.trained import log_checkpoint
 
 
@@ -23,8 +25,8 @@ def _main(args: argparse.Namespace) -> int:
               f"{info['train_cpu_seconds']:.0f} s CPU, {info['n_train_images']} images)")
         if not args.no_mlflow:
             run_id = log_checkpoint(path, f"shapecount_{recipe}", info, args.store, force=args.force)
-            print(f"  logged to {args.store} as run {run_id}" if run_id else
-                  f"  a run with the same settings is already logged in {args.store} (pass --force to log again)")
+            print(f"  logged to {store_uri(args.store)} as run {run_id}" if run_id else
+                  f"  a run with the same settings is already logged in {store_uri(args.store)} (pass --force to log again)")
     return 0
 
 
@@ -40,8 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=TrainConfig.epochs)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    p.add_argument("--store", default=os.environ.get("COUNTBOARD_STORE", "mlruns"),
-                   help="MLflow store directory or tracking URI (default $COUNTBOARD_STORE or ./mlruns)")
+    store_argument(p, creates=True)
     p.add_argument("--no-mlflow", action="store_true", help="only write the local checkpoint")
     p.add_argument("--force", action="store_true", help="log a new run even if identical settings were logged")
     p.set_defaults(func=_main)

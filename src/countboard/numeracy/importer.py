@@ -276,13 +276,6 @@ def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool 
     return report
 
 
-def tracker_for_store(store: str | None):
-    """A ``Tracker`` for ``--store`` (see ``countboard.tracking.store.open_store``; created if missing)."""
-    from countboard.tracking.store import open_store
-
-    return open_store(store, create=True)
-
-
 def import_geckonum(
     annotations: str | Path,
     prompts_path: str | Path,
