@@ -107,7 +107,11 @@ def test_several_folders_and_one_final_metrics_file(release, tmp_path, capsys):
 
 
 def test_export_of_an_unknown_run_is_one_clear_line(tmp_path, capsys):
-    assert main(["export-praco", "0123456789abcdef", "--out", str(tmp_path / "o"), "--store",
-                 str(tmp_path / "mlruns")]) == 2
+    argv = ["export-praco", "0123456789abcdef", "--out", str(tmp_path / "o"), "--store", str(tmp_path / "mlruns")]
+    assert main(argv) == 2  # export only reads: a store that does not exist is not created
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: no MLflow store at ")
+    assert not (tmp_path / "mlruns" / "mlflow.db").exists()
+    open_store(str(tmp_path / "mlruns"), create=True)
+    assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: run '0123456789abcdef' is not in the store")
