@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import countboard
-from countboard.config import OPERATIONAL_KEYS, REPLICATE_KEYS, clean_run_name
+from countboard.config import META_KEYS, OPERATIONAL_KEYS, REPLICATE_KEYS, clean_run_name
 from countboard.errors import ConfigError
 from countboard.tracking import Tracker, failpoints, tracker_from_config
 from countboard.tracking import store as st
@@ -27,7 +27,6 @@ from countboard.tracking.lease import Lease, owner_tags
 
 log = logging.getLogger("countboard")
 
-META_KEYS = ("name", "kind", "display_name", "description")
 DATA_KEY = "__data_fingerprint__"
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from countboard.errors import ConfigError
+from countboard.errors import ConfigError, CountboardError
 
 
 class Device(StrEnum):
@@ -45,6 +45,8 @@ OPERATIONAL_KEYS: dict[str, str] = {
 }
 
 #: Keys of a model/dataset/task node that keep only part of the data when set: a run with one is partial.
+#: Keys of a model/dataset/task node that describe it and are not constructor arguments.
+META_KEYS = ("name", "kind", "display_name", "description")
 SUBSET_NODE_KEYS = ("max_samples", "max_images", "max_prompts", "max_items")
 
 #: Keys whose values give several runs of one cell (aggregated as mean ± spread in the index).
@@ -154,3 +156,53 @@ def validate(cfg) -> None:
             if path.exists() and not path.is_dir():
                 raise ConfigError(f"tracking.store_dir={store_dir} is a file, not a store directory; "
                                   "point it at a directory (it is created if missing)")
+
+
+def check_node(cfg: Any, group: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The keyword arguments of ``cfg[group]`` (metadata removed), checked against its ``_target_``'s signature.
+
+    ``cfg[group]`` is a config node or a plain dict (e.g. a model node nested in a task's config).
+    """
+    import inspect
+
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+
+    node = cfg[group]
+    node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
+    for k in META_KEYS:
+        node.pop(k, None)
+    try:
+        cls = get_class(node["_target_"])
+    except Exception as exc:
+        raise ConfigError(f"{group}._target_={node['_target_']!r} cannot be imported: {exc}") from exc
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        valid = sorted(p for p in params if p != "self")
+        unknown = sorted(set(node) - {"_target_", "_partial_", "_recursive_", "_convert_"} - set(valid))
+        if unknown:
+            raise ConfigError(f"{group}.{unknown[0]} is not a parameter of {node['_target_']}; "
+                              f"valid keys: {', '.join(k for k in valid if k not in extra)}")
+        missing = [p.name for p in params.values() if p.name != "self" and p.default is inspect.Parameter.empty
+                   and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in node
+                   and p.name not in extra]
+        if missing:
+            raise ConfigError(f"{group} needs `{missing[0]}` for {node['_target_']}: add {group}.{missing[0]}=…")
+    return node
+
+
+def instantiate_node(cfg: Any, group: str, **extra: Any) -> Any:
+    """``hydra.utils.instantiate`` of ``cfg[group]`` without its metadata keys, with a clear error on bad keys.
+
+    The one place where models, datasets and tasks are built from config (``extra``: e.g. ``device`` for a model).
+    """
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(check_node(cfg, group, tuple(extra)), **extra, _convert_="all")
+    except InstantiationException as exc:  # surface our own message, not Hydra's wrapper text
+        cause = exc.__cause__
+        if isinstance(cause, CountboardError):
+            raise cause from None
+        raise

@@ -21,9 +21,9 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from countboard.cell import META_KEYS, Cell, config_hash, flatten, resolve_device  # noqa: F401 (public names)
-from countboard.config import SUBSET_NODE_KEYS, validate
-from countboard.errors import ConfigError, CountboardError
+from countboard.cell import Cell, config_hash, flatten, resolve_device  # noqa: F401 (public names)
+from countboard.config import SUBSET_NODE_KEYS, instantiate_node, validate
+from countboard.errors import CountboardError
 from countboard.results import RunContext, Task, TaskResult
 from countboard.schema import load_schema
 from countboard.tracking import checkpoints, tracker_from_config
@@ -31,48 +31,6 @@ from countboard.tracking import store as st
 from countboard.tracking.artifacts import write_result
 
 log = logging.getLogger("countboard")
-
-
-def check_node(cfg: DictConfig, group: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The keyword arguments of ``cfg[group]`` (metadata removed), checked against its ``_target_``'s signature."""
-    import inspect
-
-    from hydra.utils import get_class
-
-    node = OmegaConf.to_container(cfg[group], resolve=True)
-    for k in META_KEYS:
-        node.pop(k, None)
-    try:
-        cls = get_class(node["_target_"])
-    except Exception as exc:
-        raise ConfigError(f"{group}._target_={node['_target_']!r} cannot be imported: {exc}") from exc
-    params = inspect.signature(cls.__init__).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        valid = sorted(p for p in params if p != "self")
-        unknown = sorted(set(node) - {"_target_", "_partial_", "_recursive_", "_convert_"} - set(valid))
-        if unknown:
-            raise ConfigError(f"{group}.{unknown[0]} is not a parameter of {node['_target_']}; "
-                              f"valid keys: {', '.join(k for k in valid if k not in extra)}")
-        missing = [p.name for p in params.values() if p.name != "self" and p.default is inspect.Parameter.empty
-                   and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in node
-                   and p.name not in extra]
-        if missing:
-            raise ConfigError(f"{group} needs `{missing[0]}` for {node['_target_']}: add {group}.{missing[0]}=…")
-    return node
-
-
-def instantiate_node(cfg: DictConfig, group: str, **extra: Any) -> Any:
-    """``hydra.utils.instantiate`` of ``cfg[group]`` without its metadata keys, with a clear error on bad keys."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
-    try:
-        return instantiate(check_node(cfg, group, tuple(extra)), **extra, _convert_="all")
-    except InstantiationException as exc:  # surface our own message, not Hydra's wrapper text
-        cause = exc.__cause__
-        if isinstance(cause, CountboardError):
-            raise cause from None
-        raise
 
 
 class Terminated(KeyboardInterrupt):

@@ -17,8 +17,7 @@ from countboard.acs.models.text_classifiers import LEXICON_MAP, VaderClassifier
 from countboard.acs.models.text_generator import TinyRandomCausalLM
 from countboard.acs.models.text_procedural import ProceduralStoryGenerator
 from countboard.acs.tasks.text_acs import TextACSTask
-from countboard.config import register_configs
-from countboard.engine import check_node
+from countboard.config import check_node, register_configs
 from countboard.errors import ConfigError
 from countboard.metrics.agreement import cohen_kappa
 from countboard.models.base import TextClassifier

@@ -281,8 +281,7 @@ def test_configs_compose_and_instantiate(overrides, tmp_path):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from countboard.config import register_configs
-    from countboard.engine import instantiate_node
+    from countboard.config import instantiate_node, register_configs
     from countboard.paths import conf_dir
 
     register_configs()

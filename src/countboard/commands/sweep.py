@@ -47,7 +47,7 @@ def unknown_key(argv: list[str]) -> str | None:
     """A message when a command-line override names a top-level or tracking key that does not exist.
 
     Hydra refuses such keys too, but without saying which ones exist; model/dataset/task keys are checked against
-    their class when the job starts (``engine.check_node``).
+    their class when the job starts (``config.check_node``).
     """
     top = {f.name for f in fields(Config)}
     groups = {p.name for p in conf_dir().iterdir() if p.is_dir()} | {"hydra"}

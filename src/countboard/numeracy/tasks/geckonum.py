@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from countboard.config import instantiate_node
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import GeneratedImage, Generator, image_id
@@ -39,7 +40,6 @@ from countboard.results import RunContext, Task, TaskResult
 __all__ = ["GeckoNumAutoEval", "bcc_cells", "bcc_report", "question_frame", "sample_units", "simulate_answers",
            "simulate_human"]
 
-META_KEYS = ("name", "kind", "display_name", "description")
 ANNOTATION_COLUMNS = ["image_id", "prompt_id", "seed", "prompt", "prompt_type", "nouns", "questions"]
 SIMULATED = "simulated"
 
@@ -200,12 +200,10 @@ class GeckoNumAutoEval(Task):
         self._evaluator = None
 
     def evaluator(self, device: str):
-        """The counter, built on first use on ``device``."""
+        """The counter, built on first use on ``device`` the way the job builds its model."""
         if self._evaluator is None:
-            from hydra.utils import instantiate
-
-            node = {k: v for k, v in self.evaluator_cfg.items() if k not in META_KEYS}
-            self._evaluator = instantiate(node, device=device, _convert_="all")
+            self._evaluator = instantiate_node({"task.evaluator": self.evaluator_cfg}, "task.evaluator",
+                                               device=device)
         return self._evaluator
 
     def units(self, model: Generator, dataset: PromptSet, ctx: RunContext) -> list[str]:
