@@ -322,3 +322,18 @@ def test_an_image_the_evaluator_fails_on_is_counted_as_a_failure_and_shown(promp
     assert result.metrics["autoeval_evaluator_failure_rate"] == pytest.approx(0.5)
     shown = result.tables["evaluator_failures"]
     assert sorted(shown["unit_id"]) == sorted(records.loc[failed, "unit_id"])
+
+
+def test_bcc_cells_are_the_shared_cell_report_at_the_task_level():
+    from countboard.quantify import SamplerConfig, counts_from_labels, report_cells
+
+    units = _units(300, p_true=0.6, tpr=0.85, fpr=0.1, n_labelled=60)
+    wide, narrow = bcc_cells(units, draws=400, chains=1, level=0.95), bcc_cells(units, draws=400, chains=1, level=0.5)
+    groups = [("all", units), *((str(t), g) for t, g in units.groupby("prompt_type", sort=True))]
+    counts = [counts_from_labels(g["cc_success"].to_numpy(float), g["human"].to_numpy(float)) for _, g in groups]
+    report, _ = report_cells(counts, [n for n, _ in groups], SamplerConfig(draws=400, tune=400, chains=1, seed=0),
+                             allow_no_human_positives=True, level=0.95)
+    row = report.loc["all"]
+    assert wide.iloc[0]["bcc_rate"] == pytest.approx(row["acs_bcc_mean"])
+    assert (wide.iloc[0]["bcc_low"], wide.iloc[0]["bcc_high"]) == pytest.approx((row["acs_bcc_low"], row["acs_bcc_high"]))
+    assert narrow.iloc[0]["bcc_high"] - narrow.iloc[0]["bcc_low"] < wide.iloc[0]["bcc_high"] - wide.iloc[0]["bcc_low"]

@@ -36,7 +36,13 @@ from countboard.quantify.beta import (
     prob_greater,
     sample_value,
 )
-from countboard.quantify.cells import CellCounts, cell_report, counts_from_labels, report_cells
+from countboard.quantify.cells import (
+    CellCounts,
+    cell_report,
+    counts_from_labels,
+    credible_interval,
+    report_cells,
+)
 from countboard.quantify.compare import generator_comparison, pairwise_prob_greater
 from countboard.quantify.errors import BCCWarning, NoHumanPositivesError, QuantifyInputError
 from countboard.quantify.exact import ExactConfig
@@ -46,7 +52,7 @@ __all__ = [
     "BCCFit", "BCCWarning", "CellCounts", "ExactConfig", "MultiClassFit", "NoHumanPositivesError", "QuantifyInputError",
     "SamplerConfig",
     "acc_estimate", "bcc_posterior", "bcc_posterior_batch", "beta_from_moments", "beta_interval", "beta_mean",
-    "beta_var", "cc_posterior", "cell_report", "counts_from_labels", "fit_bcc", "fit_bcc_batch",
+    "beta_var", "cc_posterior", "cell_report", "counts_from_labels", "credible_interval", "fit_bcc", "fit_bcc_batch",
     "fit_bcc_multiclass", "generator_comparison", "js_divergence_beta", "pairwise_prob_greater", "ppi_interval",
     "prob_greater", "report_cells", "sample_value",
 ]

@@ -109,17 +109,35 @@ def counts_from_labels(decision: np.ndarray, human: np.ndarray, failed: np.ndarr
                       s_m=int(np.sum(d[~labelled] == 1)), n_m=int(np.sum(~labelled)))
 
 
-def _scaled_beta(a: float, b: float, share: float) -> tuple[float, float]:
-    """Beta matched to the mean and variance of ``share * X``, ``X ~ Beta(a, b)`` (``share = 1``: ``(a, b)``)."""
-    if share == 1.0:
-        return a, b
-    mean, var = share * beta_mean(a, b), share**2 * beta_var(a, b)
+def credible_interval(draws: np.ndarray, level: float = INTERVAL_MASS) -> tuple[float, float]:
+    """Equal-tailed interval holding ``level`` of the posterior mass of ``draws``.
+
+    Example:
+        >>> [round(x, 3) for x in credible_interval(np.linspace(0, 1, 1001), 0.9)]
+        [0.05, 0.95]
+    """
+    if not 0 < level < 1:
+        raise QuantifyInputError(f"interval level must be between 0 and 1, got {level}")
+    lo, hi = np.quantile(np.asarray(draws, dtype=np.float64).ravel(), [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def _beta_with(mean: float, var: float) -> tuple[float, float]:
+    """The Beta distribution with this mean and variance (method of moments)."""
     common = mean * (1 - mean) / var - 1
     return mean * common, (1 - mean) * common
 
 
+def _scaled_beta(a: float, b: float, share: float) -> tuple[float, float]:
+    """Beta matched to the mean and variance of ``share * X``, ``X ~ Beta(a, b)`` (``share = 1``: ``(a, b)``)."""
+    if share == 1.0:
+        return a, b
+    return _beta_with(share * beta_mean(a, b), share**2 * beta_var(a, b))
+
+
 def cell_report(counts: CellCounts, draws: np.ndarray, rhat: float = np.nan, ess: float = np.nan,
-                mean: float | None = None, mcse: float = np.nan, human: tuple[float, float] | None = None) -> dict:
+                mean: float | None = None, mcse: float = np.nan, human: tuple[float, float] | None = None,
+                level: float = INTERVAL_MASS) -> dict:
     """Metrics of one cell from its counts and BCC draws of ``p`` (keys as in ``schema/bcc.yaml``).
 
     ``draws`` (and ``mean``, when the fit has a better posterior mean than the draws', as the exact method has;
@@ -127,7 +145,7 @@ def cell_report(counts: CellCounts, draws: np.ndarray, rhat: float = np.nan, ess
     (``counts.n_failed``) every rate is that of all outputs: the judged rate times ``counts.judged_share``, and
     CC counts the failed outputs as "not satisfied"; ``eas`` and ``sample_value`` stay those of the judged fit.
     ``human``: the human posterior's Beta parameters when they are not ``(s_h + 1, B - s_h + 1)`` of the counts
-    (a pooled cell of stratified labels, ``quantify.pooling``).
+    (a pooled cell of stratified labels, ``quantify.pooling``). ``level``: mass of ``acs_bcc_low`` .. ``_high``.
 
     Example:
         >>> rng = np.random.default_rng(0)
@@ -139,13 +157,15 @@ def cell_report(counts: CellCounts, draws: np.ndarray, rhat: float = np.nan, ess
     judged = np.asarray(draws, dtype=np.float64).ravel()
     v, eas = sample_value(*beta_from_moments(judged), counts.n_human, counts.n_judged)
     draws = share * judged
-    a, b = beta_from_moments(draws)
+    bcc_mean = float(draws.mean() if mean is None else share * mean)
+    var = float(draws.var(ddof=1))
+    # the Beta summary keeps the reported mean (the exact method's is better than its resampled draws')
+    a, b = _beta_with(bcc_mean, var) if 0 < var < bcc_mean * (1 - bcc_mean) else beta_from_moments(draws)
     a_cc, b_cc = cc_posterior(counts.s_cc, counts.n_total)
     a_h, b_h = _scaled_beta(*(cc_posterior(counts.s_human, counts.n_human) if human is None else human), share)
-    tail = (1 - INTERVAL_MASS) / 2
-    lo, hi = np.quantile(draws, [tail, 1 - tail])
+    lo, hi = credible_interval(draws, level)
     return {
-        "acs_bcc_mean": float(draws.mean() if mean is None else share * mean), "acs_bcc_low": float(lo),
+        "acs_bcc_mean": bcc_mean, "acs_bcc_low": float(lo),
         "acs_bcc_high": float(hi), "acs_cc_mean": beta_mean(a_cc, b_cc), "acs_human_mean": beta_mean(a_h, b_h),
         "js_bcc_human": js_divergence_beta(a, b, a_h, b_h), "js_cc_human": js_divergence_beta(a_cc, b_cc, a_h, b_h),
         "var_bcc": float(draws.var(ddof=1)), "var_cc": beta_var(a_cc, b_cc), "var_human": beta_var(a_h, b_h),
@@ -158,7 +178,8 @@ def cell_report(counts: CellCounts, draws: np.ndarray, rhat: float = np.nan, ess
 
 
 def report_cells(counts: Sequence[CellCounts], names: Sequence[str], sampler: SamplerConfig | None = None, *,
-                 allow_no_human_positives: bool = False, method: str = "auto") -> tuple[pd.DataFrame, BCCFit]:
+                 allow_no_human_positives: bool = False, method: str = "auto",
+                 level: float = INTERVAL_MASS) -> tuple[pd.DataFrame, BCCFit]:
     """Fit all cells at once (``fit_bcc_batch`` with ``method``) and return one report row per cell (index
     ``cell``) and the fit.
 
@@ -170,7 +191,7 @@ def report_cells(counts: Sequence[CellCounts], names: Sequence[str], sampler: Sa
     table = pd.DataFrame([asdict(c) for c in counts])
     fit = fit_bcc_batch(*(table[c].to_numpy() for c in COUNT_COLUMNS), cells=list(names), sampler=sampler,
                         allow_no_human_positives=allow_no_human_positives, method=method)
-    rows = [cell_report(c, fit.draws[k], fit.rhat[k], fit.ess[k], fit.mean[k], fit.mcse[k])
+    rows = [cell_report(c, fit.draws[k], fit.rhat[k], fit.ess[k], fit.mean[k], fit.mcse[k], level=level)
             for k, c in enumerate(counts)]
     report = pd.DataFrame(rows, index=pd.Index(list(names), name="cell"))
     report[NO_HUMAN_POSITIVES] = [c.s_human == 0 for c in counts]

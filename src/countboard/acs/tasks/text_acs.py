@@ -44,7 +44,7 @@ from countboard.metrics.agreement import (
 from countboard.models.base import TextClassifier
 from countboard.quantify.bcc import METHODS, SamplerConfig
 from countboard.quantify.beta import beta_mean, cc_posterior
-from countboard.quantify.cells import INTERVAL_MASS, NO_HUMAN_POSITIVES, counts_from_labels, report_cells
+from countboard.quantify.cells import NO_HUMAN_POSITIVES, counts_from_labels, credible_interval, report_cells
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
 from countboard.quantify.multiclass import fit_bcc_multiclass
 from countboard.results import RunContext, Task, TaskResult
@@ -298,12 +298,12 @@ class TextACSTask(Task):
                 ctx.log.warning("multi-class BCC for requested label %r skipped: %s", lab, exc)
                 return {}, pd.DataFrame(rows)
             for j, x in enumerate(labels):
-                lo, hi = np.quantile(fit.draws[:, j], [(1 - INTERVAL_MASS) / 2, (1 + INTERVAL_MASS) / 2])
+                lo, hi = credible_interval(fit.draws[:, j])
                 rows.append({"requested": lab, "label": x, "mean": float(fit.draws[:, j].mean()), "low": float(lo),
                              "high": float(hi), "rhat": float(fit.rhat[j])})
             # the judged texts' success rate times their share: failed outputs are failures
             combined = combined + len(judged) / len(df) * fit.draws[:, labels.index(lab)]
-        lo, hi = np.quantile(combined, [(1 - INTERVAL_MASS) / 2, (1 + INTERVAL_MASS) / 2])
+        lo, hi = credible_interval(combined)
         return {"acs_mc_mean": float(np.mean(combined)), "acs_mc_low": float(lo), "acs_mc_high": float(hi)}, \
             pd.DataFrame(rows)
 

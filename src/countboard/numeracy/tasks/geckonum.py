@@ -164,6 +164,7 @@ class GeckoNumAutoEval(Task):
         image_dir: Folder where images are written and read back, so reruns and other evaluators reuse them.
         bcc_draws: Posterior draws per chain of BCC.
         bcc_chains: Chains of BCC.
+        bcc_level: Mass of the BCC credible interval (``autoeval_bcc_rate_low`` .. ``_high``).
         sample_seed: Seed of the human and annotation subsets.
         unit: ``"question"`` (default, the paper's image-question pairs) or ``"image"`` (all questions right).
     """
@@ -174,7 +175,7 @@ class GeckoNumAutoEval(Task):
     def __init__(self, evaluator: dict[str, Any], seeds: Sequence[int] = (0,), n_human: int = 100,
                  human_labels: str = SIMULATED, human_generator: str | None = None, human_error: float = 0.02,
                  n_annotate: int = 100, image_dir: str | None = None, bcc_draws: int = 500, bcc_chains: int = 2,
-                 sample_seed: int = 0, unit: str = "question"):  # fmt: skip
+                 sample_seed: int = 0, unit: str = "question", bcc_level: float = 0.95):  # fmt: skip
         if not isinstance(evaluator, dict):
             from omegaconf import OmegaConf
 
@@ -194,6 +195,9 @@ class GeckoNumAutoEval(Task):
         self.human_error, self.n_annotate = float(human_error), int(n_annotate)
         self.image_dir = Path(image_dir) if image_dir else None
         self.bcc_draws, self.bcc_chains, self.sample_seed = int(bcc_draws), int(bcc_chains), int(sample_seed)
+        if not 0 < float(bcc_level) < 1:
+            raise ConfigError(f"task.bcc_level must be between 0 and 1, got {bcc_level}")
+        self.bcc_level = float(bcc_level)
         if unit not in UNIT_KINDS:
             raise ConfigError(f"task.unit must be one of {', '.join(UNIT_KINDS)}, got {unit!r}")
         self.unit = unit
@@ -304,7 +308,7 @@ class GeckoNumAutoEval(Task):
         else:
             scored = units.copy()
             scored["human"] = _image_labels(units, answers)
-        cells = bcc_cells(scored, self.bcc_draws, self.bcc_chains, self.sample_seed)
+        cells = bcc_cells(scored, self.bcc_draws, self.bcc_chains, self.sample_seed, self.bcc_level)
         metrics, per_type = bcc_report(scored, cells=cells)
         metrics["autoeval_n_units"] = float(len(scored))
         metrics["autoeval_n_images"] = float(len(units))

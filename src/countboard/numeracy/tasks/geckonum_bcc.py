@@ -14,17 +14,19 @@ def _cell_rows(units: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [("all", units)] + [(str(t), g) for t, g in units.groupby("prompt_type", sort=True)]
 
 
-def bcc_cells(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int = 0) -> pd.DataFrame:
+def bcc_cells(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int = 0,
+              level: float = 0.95) -> pd.DataFrame:
     """CC, human and BCC success rates of the cell ``all`` (first row) and of each prompt type.
 
     ``units`` has ``cc_success`` (0/1), ``human`` (0/1, NaN without a label), ``prompt_type`` and optionally
-    ``true_success``. All cells with labelled and unlabelled images are fitted in one batched BCC model; a cell
-    whose images are all labelled takes the human posterior ``Beta(s + 1, B - s + 1)``; a cell without labels
-    has no BCC rate (NaN). ``bcc_alpha`` / ``bcc_beta`` are the Beta parameters of the BCC posterior (moment
-    matched to the draws). A cell without a human success among its labels is fitted with a prior-only evaluator
-    TPR and marked ``no_human_positives``.
+    ``true_success``. The cells with labelled and unlabelled units go through the project's one BCC cell report
+    (``countboard.quantify.report_cells``: all cells fitted together, interval of mass ``level``); a cell whose
+    units are all labelled takes the human posterior ``Beta(s + 1, B - s + 1)``; a cell without labels has no BCC
+    rate (NaN). ``bcc_alpha`` / ``bcc_beta`` are the Beta parameters of the BCC posterior (moment matched to the
+    draws). A cell without a human success among its labels is fitted with a prior-only evaluator TPR and marked
+    ``no_human_positives``.
     """
-    from countboard.quantify import bcc_posterior_batch, beta_from_moments, counts_from_labels
+    from countboard.quantify import SamplerConfig, counts_from_labels, credible_interval, report_cells
 
     rows, fit = [], []
     for name, g in _cell_rows(units):
@@ -40,27 +42,30 @@ def bcc_cells(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int 
         if counts.n_human and counts.n_m:
             fit.append((len(rows), counts))
         elif counts.n_human:
-            rng = np.random.default_rng(seed)
             a, b = counts.s_human + 1, counts.n_human - counts.s_human + 1
-            row |= _interval(rng.beta(a, b, size=draws * chains)) | {"bcc_alpha": float(a), "bcc_beta": float(b)}
+            human = np.random.default_rng(seed).beta(a, b, size=draws * chains)
+            lo, hi = credible_interval(human, level)
+            row |= {"bcc_rate": float(human.mean()), "bcc_low": lo, "bcc_high": hi,
+                    "bcc_alpha": float(a), "bcc_beta": float(b)}
         rows.append(row)
     if fit:
-        cols = ("tp", "fn", "fp", "tn", "s_m", "n_m")
-        arrays = [np.array([getattr(c, k) for _, c in fit]) for k in cols]
-        post = bcc_posterior_batch(*arrays, draws=draws, chains=chains, seed=seed, allow_no_human_positives=True)
-        for (i, _), p in zip(fit, post, strict=True):
-            a, b = beta_from_moments(p)
-            rows[i] |= _interval(p) | {"bcc_alpha": float(a), "bcc_beta": float(b)}
+        sampler = SamplerConfig(draws=draws, tune=draws, chains=chains, seed=seed)
+        report, _ = report_cells([c for _, c in fit], [rows[i]["prompt_type"] for i, _ in fit], sampler,
+                                 allow_no_human_positives=True, level=level)
+        for (i, _), (_, r) in zip(fit, report.iterrows(), strict=True):
+            rows[i] |= {"bcc_rate": float(r["acs_bcc_mean"]), "bcc_low": float(r["acs_bcc_low"]),
+                        "bcc_high": float(r["acs_bcc_high"]), "bcc_alpha": float(r["bcc_alpha"]),
+                        "bcc_beta": float(r["bcc_beta"])}
     return pd.DataFrame(rows)
 
 
 def bcc_report(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int = 0,
-               cells: pd.DataFrame | None = None) -> tuple[dict[str, float], pd.DataFrame]:  # fmt: skip
+               cells: pd.DataFrame | None = None, level: float = 0.95) -> tuple[dict[str, float], pd.DataFrame]:
     """CC, human and BCC success rates overall (metrics) and per prompt type (table); see ``bcc_cells``.
 
     ``cells`` is the output of ``bcc_cells(units, ...)`` when the caller already has it (it is fitted otherwise).
     """
-    table = bcc_cells(units, draws, chains, seed) if cells is None else cells.copy()
+    table = bcc_cells(units, draws, chains, seed, level) if cells is None else cells.copy()
     overall = table.iloc[0]
     metrics = {
         "autoeval_cc_rate": overall["cc_rate"], "autoeval_bcc_rate": overall["bcc_rate"],
@@ -74,8 +79,3 @@ def bcc_report(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int
     metrics = {k: float(v) for k, v in metrics.items() if pd.notna(v)}
     table["accuracy"] = table["bcc_rate"].fillna(table["cc_rate"])
     return metrics, table.iloc[1:].reset_index(drop=True)
-
-
-def _interval(draws: np.ndarray) -> dict[str, float]:
-    lo, hi = np.quantile(draws, [0.025, 0.975])
-    return {"bcc_rate": float(np.mean(draws)), "bcc_low": float(lo), "bcc_high": float(hi)}
