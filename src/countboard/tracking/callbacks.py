@@ -116,6 +116,9 @@ def _sweep_name(overrides: list[str]) -> str:
     return clean_run_name("sweep " + " ".join(sorted(o for o in overrides if "tracking" not in o)))
 
 
+LEFT_RUNNING = "left RUNNING"
+
+
 def close_parent(tracker, experiment_id: str, run_id: str, ttl_s: float = 60.0) -> str:
     """Set the parent's status from its children's; returns what was done, in words."""
     from countboard.tracking.lease import list_leases
@@ -125,7 +128,7 @@ def close_parent(tracker, experiment_id: str, run_id: str, ttl_s: float = 60.0) 
     running = [c for c in children if c.status == st.RUNNING]
     live = {lease.key for lease in list_leases(tracker, experiment_id) if not lease.expired(ttl_s)}
     if any(c.tags.get("config_hash") in live for c in running):
-        return f"{len(running)} cells still running in another process; left RUNNING"
+        return f"{len(running)} cells still running in another process; {LEFT_RUNNING}"
     n_bad = sum(s != st.FINISHED for s in statuses)
     tracker.set_tags(run_id, {"n_children": len(children), "n_failed_children": n_bad})
     tracker.set_status(run_id, st.FINISHED if n_bad == 0 else st.FAILED)
@@ -146,6 +149,9 @@ def fail_open_sweep(error: BaseException | None) -> str | None:
     run_id, sweep.run_id = sweep.run_id, None  # its exit-time close() must not set it from its (absent) children
     try:
         sweep.tracker.set_tags(run_id, {"error": message[:5000]})
+        outcome = close_parent(sweep.tracker, sweep.experiment_id, run_id, sweep.ttl_s)  # counts its children
+        if outcome.endswith(LEFT_RUNNING):  # another live process runs some of its cells and will close it
+            return run_id
         sweep.tracker.set_status(run_id, st.KILLED if isinstance(error, KeyboardInterrupt) else st.FAILED)
     except Exception as exc:  # the store is gone too: say so, the original error matters more
         log.error("could not mark sweep run %s failed: %s", run_id, exc)
