@@ -13,6 +13,17 @@ import pytest
 from tests.integration import services
 
 
+def pytest_collection_modifyitems(config, items):
+    """Run these tests only when a ``-m`` expression names them: ``-m "not slow"`` replaces the default
+    ``-m "not integration"`` of pyproject.toml and would otherwise start the services."""
+    if "integration" in (config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("integration") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
 def _start(factory, *args, **kwargs):
     try:
         return factory(*args, **kwargs)
