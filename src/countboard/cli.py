@@ -17,6 +17,7 @@ _SUBCOMMANDS = [
     "countboard.tracking.commands",
     "countboard.demo",
     "countboard.index.commands",
+    "countboard.commands.leaderboard",
     "countboard.data.geckonum_import",
     "countboard.models.shapecount_train",
     "countboard.quantify.commands",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from countboard.index.commands import leaderboard_command
+from countboard.commands.leaderboard import leaderboard_command
 from countboard.schema import load_schema
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

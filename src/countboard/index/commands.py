@@ -1,19 +1,13 @@
-"""``countboard index`` (build or update the DuckDB index) and ``countboard leaderboard`` (serve it)."""
+"""``countboard index``: build or update the DuckDB index (``countboard leaderboard`` is in ``commands``)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from countboard.errors import ConfigError
 
-UI_ENV = "COUNTBOARD_MLFLOW_UI"
-DEFAULT_UI = "http://127.0.0.1:5000"
-
-
-def _add_store_args(p: argparse.ArgumentParser) -> None:
+def add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None,
                    help="MLflow store: a URI, a store directory or its mlflow.db (default: $MLFLOW_TRACKING_URI, "
                         "else ./mlruns)")
@@ -25,7 +19,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("index", help="build or update the DuckDB index of an MLflow store",
                               description="Index the store's runs, params, tags, metrics and artifacts into DuckDB. "
                                           "Only runs changed since the last call are read again.")
-    _add_store_args(p)
+    add_store_args(p)
     p.add_argument("--full", action="store_true", help="rebuild the index from scratch")
     p.add_argument("--quick", action="store_true",
                    help="list only runs started or ended since the last index, running and deleted runs (misses "
@@ -34,18 +28,8 @@ def register(subparsers) -> None:
                    help="read the full history of stepped metrics only (default) or of every metric")
     p.set_defaults(func=run_index)
 
-    p = subparsers.add_parser("leaderboard", help="serve the Streamlit leaderboard over the index",
-                              description="Start the leaderboard (Streamlit) reading the DuckDB index read-only.")
-    _add_store_args(p)
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    p.add_argument("--port", type=int, default=8501)
-    p.add_argument("--mlflow-ui", default=None,
-                   help=f"base URL of the MLflow UI for run links (default: ${UI_ENV}, else {DEFAULT_UI})")
-    p.add_argument("--no-index", action="store_true", help="do not update the index before starting")
-    p.set_defaults(func=run_leaderboard)
 
-
-def _paths(args) -> tuple[str, Path]:
+def store_paths(args) -> tuple[str, Path]:
     from countboard.index.locate import default_db_path, resolve_store_uri
 
     uri = resolve_store_uri(args.store)
@@ -55,34 +39,9 @@ def _paths(args) -> tuple[str, Path]:
 def run_index(args) -> int:
     from countboard.index.builder import build_index
 
-    uri, db = _paths(args)
+    uri, db = store_paths(args)
     stats = build_index(uri, db, full=args.full, quick=args.quick, history=args.history)
     print(stats.summary())
     for w in stats.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    return 0
-
-
-def leaderboard_command(db: Path, host: str, port: int) -> list[str]:
-    """The ``streamlit run`` command line of the leaderboard."""
-    from countboard.paths import leaderboard_dir
-
-    return [sys.executable, "-m", "streamlit", "run", str(leaderboard_dir() / "app.py"),
-            "--server.address", host, "--server.port", str(port), "--server.headless", "true",
-            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer", "--", "--db", str(db)]
-
-
-def run_leaderboard(args) -> int:
-    uri, db = _paths(args)
-    if not args.no_index:
-        run_index(argparse.Namespace(store=uri, db=db, full=False, quick=False, history="stepped"))
-    elif not db.exists():
-        raise ConfigError(f"no index at {db}; run `countboard index --store {uri} --db {db}` first "
-                          "(or drop --no-index)")
-    env = dict(os.environ)
-    env["COUNTBOARD_INDEX_DB"] = str(db)
-    env[UI_ENV] = args.mlflow_ui or env.get(UI_ENV) or DEFAULT_UI
-    print(f"leaderboard on http://{args.host}:{args.port} (index {db})", flush=True)
-    cmd = leaderboard_command(db, args.host, args.port)
-    os.execve(cmd[0], cmd, env)  # streamlit takes this process over: signals reach the server itself
     return 0

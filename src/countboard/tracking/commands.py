@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from countboard.index.ui_address import UI_ENV, mlflow_ui_host_port
 from countboard.tracking.store import local_store_uri
 
 
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("mlflow-ui", help="start the MLflow UI on the sweep store (127.0.0.1)")
     p.add_argument("--store", default=str(default_store()),
                    help="store directory (with mlflow.db) or tracking URI (default: ./mlruns or $COUNTBOARD_STORE)")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p.add_argument("--port", type=int, default=5000)
+    host, port = mlflow_ui_host_port()  # the address the leaderboard links to: one setting for both
+    p.add_argument("--host", default=host, help=f"bind address (default: {host}, from ${UI_ENV} when set)")
+    p.add_argument("--port", type=int, default=port, help=f"port (default: {port}, from ${UI_ENV} when set)")
     p.set_defaults(func=_mlflow_ui)

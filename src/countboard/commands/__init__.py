@@ -1,0 +1,1 @@
+"""One module per ``countboard`` subcommand, each with ``register(subparsers)``; list it in ``cli._SUBCOMMANDS``."""
