@@ -50,7 +50,7 @@ SELECT r.run_id, r.run_name, r.experiment_id, e.name AS experiment, r.status, r.
        t.value AS error
 FROM runs r LEFT JOIN experiments e USING (experiment_id)
      LEFT JOIN tags t ON t.run_id = r.run_id AND t.key = 'error'
-WHERE (? OR NOT r.is_sweep)
+WHERE (? OR NOT r.is_sweep OR r.run_id = ?)
   AND (? IS NULL OR r.parent_run_id = ? OR r.run_id = ?)
   AND (? IS NULL OR r.family = ?)
   AND (? IS NULL OR r.status = ?)

@@ -46,7 +46,8 @@ def filters(facets: pd.DataFrame) -> tuple:
                              key="runs_sweep")
     family = top[2].selectbox("Family", [ALL, *sorted(facets.family.dropna().unique())], key="runs_family")
     status = top[3].selectbox("Status", [ALL, *sorted(facets.status.dropna().unique())], key="runs_status")
-    show_sweeps = st.toggle("Show the sweeps' parent runs", value=sweep != ALL, key="runs_show_sweeps")
+    show_sweeps = st.toggle("Show the sweeps' parent runs", value=False, key="runs_show_sweeps",
+                            help="A picked sweep always shows its parent run first.")
     none = lambda v: None if v == ALL else v  # noqa: E731
     return text, none(sweep), none(family), none(status), show_sweeps
 
@@ -61,8 +62,8 @@ def main() -> None:
                             "-m model=<model_a>,<model_b> dataset=<dataset> task=<task>")
         return
     text, sweep, family, status, show_sweeps = filters(facets)
-    runs = data.query(queries.RUNS, (show_sweeps, sweep, sweep, sweep, family, family, status, status, text, text,
-                                     MAX_ROWS))
+    params = (show_sweeps, sweep, sweep, sweep, sweep, family, family, status, status, text, text, MAX_ROWS)
+    runs = data.query(queries.RUNS, params)
     runs.insert(0, "link", [data.run_url(e, r) for e, r in zip(runs.experiment_id, runs.run_id, strict=True)])
     st.caption(f"{len(runs)} runs" + (f" (first {MAX_ROWS})" if len(runs) == MAX_ROWS else "") +
                f"; links open the MLflow UI at {data.mlflow_ui_base()}. Select rows to compare them.")
