@@ -17,14 +17,11 @@ import family
 
 _HERE = Path(__file__).resolve().parent
 
-# (module under pages/, url path, icon); a family page's title comes from the schema.
-PAGES = (("overview", "", ":material/home:"),
-         ("counters", "counters", ":material/counter_1:"),
-         ("numeracy", "numeracy", ":material/image:"),
-         ("acs", "acs", ":material/edit_note:"),
-         ("grounding", "grounding", ":material/center_focus_strong:"),
-         ("runs", "runs", ":material/list:"),
-         ("annotate", "annotate", ":material/edit:"))
+# (module under pages/, url path); a family page's title comes from the schema. No icons: Streamlit fetches
+# ":material/…:" icons from fonts.gstatic.com, emoji need an emoji font, and the app requests nothing outside its
+# own server.
+PAGES = (("overview", ""), ("counters", "counters"), ("numeracy", "numeracy"), ("acs", "acs"),
+         ("grounding", "grounding"), ("runs", "runs"), ("annotate", "annotate"))
 FIXED_TITLES = {"overview": "Overview", "runs": "Runs", "annotate": "Annotate",
                 "numeracy": "Text-to-image numeracy"}
 
@@ -35,9 +32,9 @@ def page_file(module: str) -> str:
 
 def main() -> None:
     st.set_page_config(page_title="Countboard", layout="wide")
-    pages = [st.Page(page_file(module), title=FIXED_TITLES.get(module) or family.page_title(module), icon=icon,
+    pages = [st.Page(page_file(module), title=FIXED_TITLES.get(module) or family.page_title(module),
                      url_path=url or None, default=not url)
-             for module, url, icon in PAGES]
+             for module, url in PAGES]
     nav = st.navigation(pages)
     st.sidebar.caption(f"Index: `{data.db_path()}`")
     nav.run()

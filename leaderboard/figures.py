@@ -22,11 +22,12 @@ def box(df: pd.DataFrame, x: str, y: str, title: str, beside: str | None = None,
         fig.update_layout(xaxis_title=None)
         return fig
     fig = make_subplots(rows=1, cols=2, subplot_titles=names, horizontal_spacing=0.12)
+    colours = px.colors.qualitative.Plotly
     for col, value in ((1, y), (2, beside)):
-        for label in dict.fromkeys(df[x]):
+        for i, label in enumerate(dict.fromkeys(df[x])):  # one colour per entry in both panels
             part = df[df[x] == label]
             fig.add_trace(go.Box(x=part[x], y=part[value], name=str(label), boxpoints="all", showlegend=False,
-                                 legendgroup=str(label)), row=1, col=col)
+                                 legendgroup=str(label), marker_color=colours[i % len(colours)]), row=1, col=col)
         fig.update_yaxes(rangemode="tozero", row=1, col=col)
     fig.update_layout(title=title)
     return fig

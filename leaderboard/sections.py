@@ -207,8 +207,7 @@ def draw_drift(ctx: Ctx, fig: FigureInfo) -> None:
     if pairs.empty or value not in pairs:
         widgets.missing("count drift", f"{path} ({value})")
         return
-    names = (f"{value}: |c_pos − c_single| / c_single (upper half)",
-             f"{beside}: count on the distractor half (lower half, should be 0)")
+    names = (f"{value}: |c_pos − c_single| / c_single (upper)", f"{beside}: count on the distractor (lower, ideal 0)")
     st.plotly_chart(figures.box(pairs, "label", value, "Mosaic test per counter", beside=beside, names=names),
                     key=f"{ctx.prefix}_drift")
     if beside not in pairs:
