@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 import data
-import family
+from countboard.schema import load_schema
 
 _HERE = Path(__file__).resolve().parent
 
@@ -26,13 +26,19 @@ FIXED_TITLES = {"overview": "Overview", "runs": "Runs", "annotate": "Annotate",
                 "numeracy": "Text-to-image numeracy"}
 
 
+def page_title(page: str) -> str:
+    """A family page's title: the display name of its one family (plotting modules stay unimported here)."""
+    fams = load_schema().page_families(page)
+    return fams[0].display if len(fams) == 1 else page.replace("_", " ").capitalize()
+
+
 def page_file(module: str) -> str:
     return str(_HERE / "pages" / f"{module}.py")
 
 
 def main() -> None:
     st.set_page_config(page_title="Countboard", layout="wide")
-    pages = [st.Page(page_file(module), title=FIXED_TITLES.get(module) or family.page_title(module),
+    pages = [st.Page(page_file(module), title=FIXED_TITLES.get(module) or page_title(module),
                      url_path=url or None, default=not url)
              for module, url in PAGES]
     nav = st.navigation(pages)

@@ -293,13 +293,18 @@ def read_table(run_id: str, path: str) -> pd.DataFrame | None:
     return _read_parquet(str(local), local.stat().st_mtime_ns)
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def _read_npz(path: str, mtime_ns: int) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
 def read_arrays(run_id: str, path: str) -> dict[str, np.ndarray] | None:
     """A run's ``.npz`` artifact (no pickled objects), None when missing."""
     local = artifact_file(run_id, path)
     if local is None:
         return None
-    with np.load(local, allow_pickle=False) as npz:
-        return {k: npz[k] for k in npz.files}
+    return _read_npz(str(local), local.stat().st_mtime_ns)
 
 
 def first_with(run_ids: list[str], path: str) -> str | None:

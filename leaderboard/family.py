@@ -28,12 +28,6 @@ DRAW = {
 SECTION_PARAM = "section"
 
 
-def page_title(page: str) -> str:
-    """The page's title: its family's display name, or the display names of its families joined."""
-    fams = load_schema().page_families(page)
-    return fams[0].display if len(fams) == 1 else page.replace("_", " ").capitalize()
-
-
 def render_page(page: str, title: str | None = None) -> None:
     """Draw page ``page``: one section per schema family shown there, the chosen one only."""
     fams = load_schema().page_families(page)
@@ -43,7 +37,7 @@ def render_page(page: str, title: str | None = None) -> None:
         return
     key = fams[0].key
     if len(fams) > 1:
-        st.title(title or page_title(page))
+        st.title(title or page.replace("_", " ").capitalize())
         keys = [f.key for f in fams]
         wanted = st.query_params.get(SECTION_PARAM)
         if f"{page}_section" not in st.session_state and wanted in keys:

@@ -20,6 +20,10 @@ import widgets
 from countboard.schema import FigureInfo, IntervalInfo, MetricInfo
 
 MIN_PAIRWISE = 2
+# Charts of many entries are unreadable and slow: figures that overlay entries draw the best ones only, and say so.
+TOP_ENTRIES = 10
+TOP_INTERVALS = 30
+TOP_PAIRWISE = 12
 
 
 @dataclass
@@ -33,6 +37,12 @@ class Ctx:
 
     def entry_runs(self, entry: str) -> list[str]:
         return list(self.df.set_index("run_id").loc[entry, "run_ids"])
+
+    def top(self, n: int) -> pd.DataFrame:
+        """The ``n`` best entries (the frame comes best first)."""
+        if len(self.df) > n:
+            st.caption(f"The {n} best of {len(self.df)} entries by {self.sort.display}; filter to see others.")
+        return self.df.head(n)
 
 
 def entry_labels(df: pd.DataFrame) -> dict[str, str]:
@@ -61,10 +71,12 @@ def runs_with(ctx: Ctx, path: str) -> set[str]:
 
 
 def stacked(ctx: Ctx, path: str) -> pd.DataFrame:
-    """The table ``path`` of every entry (its most recent run that has it), with a ``label`` column."""
+    """The table ``path`` of the best entries (each from its most recent run that has it), with a ``label``."""
     frames = []
-    for entry, ids in zip(ctx.df.run_id, ctx.df.run_ids, strict=True):
-        source = data.first_with(list(ids), path)
+    df = ctx.top(TOP_ENTRIES)
+    have = runs_with(ctx, path)
+    for entry, ids in zip(df.run_id, df.run_ids, strict=True):
+        source = next((r for r in ids if r in have), None)
         table = data.read_table(source, path) if source else None
         if table is not None and not table.empty:
             frames.append(table.assign(label=ctx.labels[entry]))
@@ -84,7 +96,8 @@ def draw_intervals(ctx: Ctx, fig: FigureInfo) -> None:
     iv = ctx.interval
     beside = fig.get("beside")
     beside = beside if beside in ctx.df and beside != ctx.sort.key and ctx.df[beside].notna().any() else None
-    df = ctx.df.assign(label=ctx.df.run_id.map(ctx.labels)).dropna(subset=[ctx.sort.key, iv.low, iv.high])
+    top = ctx.top(TOP_INTERVALS)
+    df = top.assign(label=top.run_id.map(ctx.labels)).dropna(subset=[ctx.sort.key, iv.low, iv.high])
     facet = "evaluator" if "evaluator" in df and df.evaluator.nunique() > 1 else None
     names = (ctx.sort.display, data.metric_display(beside) if beside else "")
     st.plotly_chart(figures.interval_chart(df, "label", ctx.sort.key, iv.low, iv.high, beside, facet,
@@ -97,20 +110,32 @@ def _pairwise_matrix(ctx: Ctx, part: pd.DataFrame, fig: FigureInfo) -> tuple[np.
     draws_path = fig.get("draws")
     fam = data.family(ctx.family)
     if draws_path and fam and ctx.sort.key == fam.main_metric:
-        draws = [read_draws(list(ids), draws_path) for ids in part.run_ids]
+        have = runs_with(ctx, draws_path)
+        draws = [read_draws([r for r in ids if r in have], draws_path) for ids in part.run_ids]
         if all(d is not None for d in draws):
-            return (ranking.prob_greater_draws(names, draws),
+            return (_prob_draws(tuple(names), tuple(tuple(d) for d in draws)),
                     f"From each entry's posterior draws ({draws_path}), moment-matched to a Beta; entries independent.")
     if ctx.interval is None:
         return None, ""
     iv = ctx.interval
     try:
-        p = ranking.prob_greater_intervals(names, part[ctx.sort.key], part[iv.low], part[iv.high], iv.level)
+        p = _prob_intervals(tuple(names), tuple(part[ctx.sort.key]), tuple(part[iv.low]), tuple(part[iv.high]),
+                            iv.level)
     except ValueError as exc:
         st.info(f"P(A > B) needs rates in (0, 1) with their intervals: {exc}")
         return None, ""
     return p, (f"Each entry as a Beta with its mean and the spread of its {iv.level:.0%} interval (level from the "
                "schema); entries independent.")
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _prob_intervals(names: tuple, mean: tuple, low: tuple, high: tuple, level: float) -> np.ndarray:
+    return ranking.prob_greater_intervals(list(names), mean, low, high, level)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _prob_draws(names: tuple, draws: tuple) -> np.ndarray:
+    return ranking.prob_greater_draws(list(names), [np.asarray(d) for d in draws])
 
 
 def draw_pairwise(ctx: Ctx, fig: FigureInfo) -> None:
@@ -122,6 +147,9 @@ def draw_pairwise(ctx: Ctx, fig: FigureInfo) -> None:
         df = df[df.evaluator == ev]
     needed = [ctx.sort.key] + ([ctx.interval.low, ctx.interval.high] if ctx.interval else [])
     part = df.dropna(subset=needed)
+    if len(part) > TOP_PAIRWISE:
+        st.caption(f"The {TOP_PAIRWISE} best of {len(part)} entries.")
+        part = part.head(TOP_PAIRWISE)
     if len(part) < MIN_PAIRWISE:
         st.info("Pairwise probabilities need at least two entries with a value and an interval.")
         return
@@ -139,8 +167,7 @@ def draw_pairwise(ctx: Ctx, fig: FigureInfo) -> None:
 
 def read_draws(run_ids: list[str], path: str, cell: str = "all") -> np.ndarray | None:
     """Posterior draws of the pooled rate (cell ``all``) from an entry's draws array, if it has one."""
-    source = data.first_with(run_ids, path)
-    arrays = data.read_arrays(source, path) if source else None
+    arrays = data.read_arrays(run_ids[0], path) if run_ids else None
     if not arrays or "p" not in arrays or "cells" not in arrays:
         return None
     cells = [str(c) for c in arrays["cells"]]
@@ -152,7 +179,8 @@ def draw_evaluator_stability(ctx: Ctx, fig: FigureInfo) -> None:
     if "evaluator" not in df or df.evaluator.nunique() < 2:
         return
     st.subheader("Rank stability across evaluators")
-    r = figures.ranks(df.dropna(subset=[ctx.sort.key]), "model", "evaluator", ctx.sort.key,
+    best = set(df.model.head(TOP_ENTRIES))
+    r = figures.ranks(df[df.model.isin(best)].dropna(subset=[ctx.sort.key]), "model", "evaluator", ctx.sort.key,
                       ctx.sort.higher_is_better is not False)
     cols = st.columns(2)
     cols[0].plotly_chart(figures.rank_chart(r, "model", "evaluator", f"Rank by {ctx.sort.display}"),
@@ -253,7 +281,8 @@ def draw_pointing(ctx: Ctx, fig: FigureInfo) -> None:
     if not keys:
         st.info(f"No pointing-game metric ({', '.join(fig.get('keys', ()))}) in these entries.")
         return
-    long = ctx.df.assign(label=ctx.df.run_id.map(ctx.labels)).melt(id_vars=["label"], value_vars=keys,
+    top = ctx.top(TOP_ENTRIES * 2)
+    long = top.assign(label=top.run_id.map(ctx.labels)).melt(id_vars=["label"], value_vars=keys,
                                                                      var_name="metric")
     long["metric"] = long.metric.map(data.metric_display)
     st.plotly_chart(figures.bars(long, "label", "value", "metric", "Pointing game per model"),
