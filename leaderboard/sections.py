@@ -23,7 +23,7 @@ MIN_PAIRWISE = 2
 # Charts of many entries are unreadable and slow: figures that overlay entries draw the best ones only, and say so.
 TOP_ENTRIES = 10
 TOP_INTERVALS = 30
-TOP_PAIRWISE = 12
+TOP_PAIRWISE = 8
 
 
 @dataclass
