@@ -7,7 +7,9 @@ something to draw. The index is built once and kept in ``--workdir``.
 For each page the script times, in one process as a server would:
 1. the first render with Streamlit's caches emptied (a new server's first visitor);
 2. an interaction (the widget listed in ``INTERACTIONS``, e.g. "Rank by" another metric), caches warm.
-Targets (issue 13): first render ≤ 1.5 s, interaction ≤ 0.5 s. The ratio column is time / target.
+Targets (issue 13): first render ≤ 1.5 s, interaction ≤ 0.5 s. The ratio column is time / target; times are
+medians over ``--repeats``, "max first" the slowest first render (the process's very first one, for the first
+page, also pays the imports of Streamlit, DuckDB and Plotly).
 
 Usage: ``python benchmarks/leaderboard_render.py [--runs 5000] [--workdir DIR] [--repeats 3] [--quick]``
 (``--quick``: 500 runs, one repeat).
@@ -61,7 +63,7 @@ def build(workdir: Path, n_runs: int) -> Path:
     return db
 
 
-def time_page(page: str, repeats: int) -> tuple[float, float | None]:
+def time_page(page: str, repeats: int) -> tuple[float, float, float | None]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -89,7 +91,7 @@ def time_page(page: str, repeats: int) -> tuple[float, float | None]:
         clicks.append(time.perf_counter() - t0)
         if at.exception:
             raise RuntimeError(f"{page} after {key}={new}: {at.exception[0].value}")
-    return statistics.median(firsts), (statistics.median(clicks) if clicks else None)
+    return statistics.median(firsts), max(firsts), (statistics.median(clicks) if clicks else None)
 
 
 def main() -> None:
@@ -106,11 +108,12 @@ def main() -> None:
     db = build(args.workdir, args.runs)
     os.environ["COUNTBOARD_INDEX_DB"] = str(db)
     sys.path.insert(0, str(leaderboard_dir()))
-    print(f"{'page':<22}{'first (s)':>10}{'/1.5 s':>8}{'interaction (s)':>17}{'/0.5 s':>8}")
+    print(f"{'page':<22}{'first (s)':>10}{'/1.5 s':>8}{'max first':>10}{'interaction (s)':>17}{'/0.5 s':>8}")
     for page in INTERACTIONS:
-        first, click = time_page(page, args.repeats)
+        first, worst, click = time_page(page, args.repeats)
         click_s = f"{click:17.3f}{click / INTERACTION_TARGET:8.2f}" if click is not None else f"{'—':>17}{'':>8}"
-        print(f"{page.removeprefix('pages/'):<22}{first:10.3f}{first / FIRST_TARGET:8.2f}{click_s}", flush=True)
+        print(f"{page.removeprefix('pages/'):<22}{first:10.3f}{first / FIRST_TARGET:8.2f}{worst:10.3f}{click_s}",
+              flush=True)
 
 
 if __name__ == "__main__":
