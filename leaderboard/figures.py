@@ -102,7 +102,8 @@ def interval_chart(df: pd.DataFrame, label: str, mean: str, low: str, high: str,
         if point and point in part:
             fig.add_trace(go.Scatter(x=part[point], y=part[label], mode="markers", name=f"{names[1]}{suffix}",
                                      marker={"symbol": "x", "size": 9}, legendgroup=str(f)))
-    fig.update_layout(title=title, xaxis_title=axis, yaxis_title=None)
+    rows = df[label].nunique()
+    fig.update_layout(title=title, xaxis_title=axis, yaxis_title=None, height=max(320, 140 + 24 * rows))
     fig.update_yaxes(type="category")
     return fig
 

@@ -38,6 +38,16 @@ class Ctx:
     def entry_runs(self, entry: str) -> list[str]:
         return list(self.df.set_index("run_id").loc[entry, "run_ids"])
 
+    def one_group(self, name: str) -> pd.DataFrame:
+        """The entries of one dataset × split (a selector when there are several): models are compared on the
+        same data only."""
+        keys = [f"{d} · {s}" for d, s in zip(self.df.dataset, self.df.split, strict=True)]
+        groups = list(dict.fromkeys(keys))
+        if len(groups) == 1:
+            return self.df
+        pick = st.selectbox("Dataset · split", groups, key=f"{self.prefix}_{name}_group")
+        return self.df[[k == pick for k in keys]]
+
     def top(self, n: int) -> pd.DataFrame:
         """The ``n`` best entries (the frame comes best first)."""
         if len(self.df) > n:
@@ -96,7 +106,10 @@ def draw_intervals(ctx: Ctx, fig: FigureInfo) -> None:
     iv = ctx.interval
     beside = fig.get("beside")
     beside = beside if beside in ctx.df and beside != ctx.sort.key and ctx.df[beside].notna().any() else None
-    top = ctx.top(TOP_INTERVALS)
+    group = ctx.one_group("intervals")
+    if len(group) > TOP_INTERVALS:
+        st.caption(f"The {TOP_INTERVALS} best of {len(group)} entries by {ctx.sort.display}.")
+    top = group.head(TOP_INTERVALS)
     df = top.assign(label=top.run_id.map(ctx.labels)).dropna(subset=[ctx.sort.key, iv.low, iv.high])
     facet = "evaluator" if "evaluator" in df and df.evaluator.nunique() > 1 else None
     names = (ctx.sort.display, data.metric_display(beside) if beside else "")
@@ -140,7 +153,7 @@ def _prob_draws(names: tuple, draws: tuple) -> np.ndarray:
 
 def draw_pairwise(ctx: Ctx, fig: FigureInfo) -> None:
     st.subheader(f"Pairwise P(A > B) by {ctx.sort.display}")
-    df = ctx.df
+    df = ctx.one_group("pairwise")
     if "evaluator" in df and df.evaluator.nunique() > 1:
         evaluators = list(dict.fromkeys(df.evaluator))
         ev = st.selectbox("Evaluator", evaluators, key=f"{ctx.prefix}_pair_eval")

@@ -152,3 +152,17 @@ def test_a_moved_store_still_shows_its_artifacts(monkeypatch, tmp_path):
     assert not at.exception, [e.value for e in at.exception]
     assert at.get("image"), [i.value for i in at.info]
     assert "none of the selected runs has the artifact" not in " ".join(i.value for i in at.info)
+
+
+def test_intervals_and_pairwise_compare_entries_of_one_dataset(monkeypatch, filled_index):
+    store, db = filled_index
+    family = next(f for f in load_schema().families.values()
+                  if (store.values.family == f.key).any() and store.values[store.values.family == f.key].dataset
+                  .nunique() > 1)
+    at = open_page(monkeypatch, db, f"pages/{family.page}.py", section=family.key)
+    assert not at.exception, [e.value for e in at.exception]
+    for title in ("P(A better than B)", "and its"):
+        spec = chart(at, title)
+        labels = {str(y) for tr in spec["data"] for y in (tr.get("y") if isinstance(tr.get("y"), list) else [])}
+        datasets = {d for d in store.values.dataset.unique() if any(d in lab for lab in labels)}
+        assert len(datasets) == 1, (title, labels)
