@@ -112,7 +112,8 @@ def text_form(run_id: str, item: pd.Series, labels: list[str], annot: str) -> No
     st.container(border=True).text(str(item.text))
     with st.form(key="annotate_text_form", clear_on_submit=True):
         st.radio("Label", labels, index=None, horizontal=True, key="annotate_text_label")
-        st.form_submit_button("Save and next", on_click=save_label,
+        st.form_submit_button("Save and next", on_click=save_label, shortcut="Ctrl+Enter",
+                              help="Ctrl+Enter saves; arrow keys move between labels",
                               args=(run_id, {"text_id": item.text_id, "unit_id": item.unit_id, "text": item.text},
                                     annot, labels, "annotate_text_label"))
     msg = st.session_state.pop("annotate_text_msg", None)

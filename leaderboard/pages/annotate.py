@@ -82,7 +82,8 @@ def question_form(run_id: str, model: str, item: pd.Series, annot: str, store: L
     with cols[1].form(key="annotate_form", clear_on_submit=True):
         st.markdown(f"**{item.question}**")
         st.text_input("Answer (a number, a word, a range such as 2-3, or 10+)", key="annotate_answer")
-        st.form_submit_button("Save and next", on_click=save_answer,
+        st.form_submit_button("Save and next", on_click=save_answer, shortcut="Ctrl+Enter",
+                              help="Enter in the answer box or Ctrl+Enter saves",
                               args=(run_id, model, item.to_dict(), annot, store))
     msg = st.session_state.pop("annotate_msg", None)
     if msg:
