@@ -1,11 +1,14 @@
 """Text part of the annotation page: people pick the attribute label of texts a ``text_acs`` run generated.
 
-A ``text_acs`` run's ``samples.parquet`` holds each generated text with its prompt. The page shows them one at a
-time in a seeded random order (``annotation_queue``: every annotator sees the same subset first) and appends the
-chosen label to a label file, one CSV per run in a folder beside the index (``$COUNTBOARD_TEXT_LABELS_DIR`` to
-move it). Reopening the page resumes with the next text the annotator has not labelled. The file is what
-``task.human.source=file task.human.path=<csv>`` reads back; "Log the label file to the run" also stores it in the
-run's artifacts as ``annotations/text_labels.csv``.
+A ``text_acs`` run's ``samples.parquet`` holds each generated text with its prompt. The page shows the texts one
+at a time, blind (neither the prompt nor the requested label is shown: an annotator who sees what was asked for
+leans towards it, and the BCC correction would inherit that lean), in an order fixed by the run's texts and a seed
+(``labels.queue``). Labels go to a DuckDB label store beside the index (``$COUNTBOARD_TEXT_LABELS_DB`` to move
+it) whose primary key allows one label per (run, text, annotator); the "Save" button carries the id of the text
+on screen, so a label never lands on another text or run. Each save also rewrites the run's label file (one CSV
+per run in ``text_labels/`` beside the index, ``$COUNTBOARD_TEXT_LABELS_DIR``), which
+``task.human.source=file task.human.path=<csv>`` reads back; "Log the label file to the run" also stores it in
+the run's artifacts as ``annotations/text_labels.csv``.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ import pandas as pd
 import streamlit as st
 
 import data
+import labels as label_store
 import widgets
-from countboard.acs.annotation import annotation_queue, append_label, read_label_file
-from countboard.errors import ConfigError
 
 LABELS_DIR_ENV = "COUNTBOARD_TEXT_LABELS_DIR"
+LABELS_DB_ENV = "COUNTBOARD_TEXT_LABELS_DB"
 SAMPLES = "samples.parquet"
 TASK = "text_acs"
 DEFAULT_TEXTS = 100
@@ -40,6 +43,25 @@ def labels_dir() -> Path:
 
 def label_file(run_id: str) -> Path:
     return labels_dir() / f"{run_id}.csv"
+
+
+def store() -> label_store.TextLabelStore:
+    path = os.environ.get(LABELS_DB_ENV) or str(data.db_path().with_name("text_labels.duckdb"))
+    return label_store.TextLabelStore(Path(path).expanduser())
+
+
+def save_label(run_id: str, item: dict, annot: str, labels: list[str], choice_key: str) -> None:
+    """Form callback: the item is the one rendered with the button, bound when the form was drawn."""
+    choice = st.session_state.get(choice_key)
+    if choice is None:
+        st.session_state["annotate_text_msg"] = "Not saved: pick a label first."
+        return
+    try:
+        store().add(run_id, item, annot, choice, labels)
+    except ValueError as exc:
+        st.session_state["annotate_text_msg"] = f"Not saved: {exc}"
+        return
+    store().export_csv(run_id, label_file(run_id))
 
 
 def text_runs() -> pd.DataFrame:
@@ -67,20 +89,6 @@ def run_labels(run_id: str, samples: pd.DataFrame) -> list[str]:
     return []
 
 
-def done_rows(path: Path, labels: list[str]) -> pd.DataFrame | None:
-    """Rows of the run's label file so far (None before the first label); bad rows reported as warnings."""
-    if not path.is_file():
-        return None
-    try:
-        rows, problems = read_label_file(path, labels)
-    except ConfigError as exc:
-        st.error(f"Label file unreadable: {exc}")
-        return None
-    if problems:
-        st.warning(f"{len(problems)} row(s) of `{path}` are left out: " + "; ".join(problems[:3]))
-    return rows
-
-
 def rerun_command(model: str, dataset: str, classifier: str, path: Path) -> str:
     parts = ["countboard-sweep", f"model={model}", f"dataset={dataset}", f"task={TASK}",
              f"task/classifier={classifier}", "task.human.source=file", f"task.human.path={path.resolve()}"]
@@ -99,22 +107,18 @@ def log_to_run(run_id: str, path: Path) -> None:
     st.success(f"Logged annotations/{LOGGED_NAME} to run {run_id}; run `countboard index` to see it in the index.")
 
 
-def text_form(item: pd.Series, labels: list[str], annot: str, path: Path) -> None:
-    if str(item.get("prompt", "") or "").strip():
-        st.caption(f"Prompt: “{item.prompt}”")
+def text_form(run_id: str, item: pd.Series, labels: list[str], annot: str) -> None:
+    """The text on screen and its label buttons; the prompt and the requested label stay hidden."""
     st.container(border=True).text(str(item.text))
     with st.form(key="annotate_text_form", clear_on_submit=True):
-        choice = st.radio("Label", labels, index=None, horizontal=True, key="annotate_text_label")
-        if st.form_submit_button("Save and next"):
-            if choice is None:
-                st.warning("Not saved: pick a label first.")
-                return
-            try:
-                append_label(path, str(item.text), choice, annot, labels)
-            except ConfigError as exc:
-                st.warning(f"Not saved: {exc}")
-            else:
-                st.rerun()
+        st.radio("Label", labels, index=None, horizontal=True, key="annotate_text_label")
+        st.form_submit_button("Save and next", on_click=save_label, shortcut="Ctrl+Enter",
+                              help="Ctrl+Enter saves; arrow keys move between labels",
+                              args=(run_id, {"text_id": item.text_id, "unit_id": item.unit_id, "text": item.text},
+                                    annot, labels, "annotate_text_label"))
+    msg = st.session_state.pop("annotate_text_msg", None)
+    if msg:
+        st.warning(msg)
 
 
 def main() -> None:
@@ -135,15 +139,14 @@ def main() -> None:
     path = label_file(run_id)
     if not annot:
         st.info("Enter an annotator id to start (labels are kept per annotator; a session resumes where it stopped). "
-                f"Labels of this run go to `{path}`.")
+                f"Labels of this run are exported to `{path}`.")
         return
-    subset = annotation_queue(samples, n=n)
-    todo = annotation_queue(samples, done_rows(path, labels), annotator=annot)
-    todo = todo[todo.text_id.isin(set(subset.text_id))]
+    subset = label_store.queue(samples, run_id).head(n)
+    todo = store().remaining(run_id, annot, subset)
     done, total = len(subset) - len(todo), len(subset)
     st.progress(done / total if total else 1.0, text=f"{done} of {total} texts labelled")
     if not todo.empty:
-        text_form(todo.iloc[0], labels, annot, path)
+        text_form(run_id, todo.iloc[0], labels, annot)
     else:
         st.success("Every text of this subset is labelled.")
     if st.button("Log the label file to the run", key="annotate_text_log", disabled=not path.is_file()):

@@ -1,34 +1,46 @@
-"""Countboard leaderboard: ``streamlit run leaderboard/app.py -- --db index.duckdb`` (or ``countboard leaderboard``).
+"""Countboard leaderboard: ``countboard leaderboard`` (or ``streamlit run leaderboard/app.py -- --db index.duckdb``).
 
-One page per family (counters, generators, grounding) plus a run browser; every page reads the DuckDB index
-read-only through ``data``. Display names, sort directions and main metrics come from ``countboard.schema``.
+``st.navigation`` over the modules of ``pages/`` (one per page, each a ``main()``): the Overview, one page per
+schema ``page`` key (families whose ``page`` names it), the runs and the annotation page. Every page reads the
+DuckDB index read-only through ``data``; nothing connects at import time. Streamlit puts this file's folder on
+``sys.path``, so the pages import the shared modules (``data``, ``widgets``…) by name.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import streamlit as st
+
+import data
+from countboard.schema import load_schema
+
 _HERE = Path(__file__).resolve().parent
-if str(_HERE) not in sys.path:  # the page modules import each other by name
-    sys.path.insert(0, str(_HERE))
 
-import streamlit as st  # noqa: E402
+# (module under pages/, url path); a family page's title comes from the schema. No icons: Streamlit fetches
+# ":material/…:" icons from fonts.gstatic.com, emoji need an emoji font, and the app requests nothing outside its
+# own server.
+PAGES = (("overview", ""), ("counters", "counters"), ("numeracy", "numeracy"), ("acs", "acs"),
+         ("grounding", "grounding"), ("runs", "runs"), ("annotate", "annotate"))
+FIXED_TITLES = {"overview": "Overview", "runs": "Runs", "annotate": "Annotate",
+                "numeracy": "Text-to-image numeracy"}
 
-import data  # noqa: E402
 
-PAGES = (("counters.py", "counters", ":material/counter_1:"),
-         ("generators.py", "generators", ":material/image:"),
-         ("grounding.py", "grounding", ":material/center_focus_strong:"))
+def page_title(page: str) -> str:
+    """A family page's title: the display name of its one family (plotting modules stay unimported here)."""
+    fams = load_schema().page_families(page)
+    return fams[0].display if len(fams) == 1 else page.replace("_", " ").capitalize()
+
+
+def page_file(module: str) -> str:
+    return str(_HERE / "pages" / f"{module}.py")
 
 
 def main() -> None:
     st.set_page_config(page_title="Countboard", layout="wide")
-    pages = [st.Page(str(_HERE / "overview.py"), title="Overview", icon=":material/home:", default=True)]
-    pages += [st.Page(str(_HERE / file), title=data.family_title(family), icon=icon, url_path=family)
-              for file, family, icon in PAGES]
-    pages.append(st.Page(str(_HERE / "runs.py"), title="Runs", icon=":material/list:", url_path="runs"))
-    pages.append(st.Page(str(_HERE / "annotate.py"), title="Annotate", icon=":material/edit:", url_path="annotate"))
+    pages = [st.Page(page_file(module), title=FIXED_TITLES.get(module) or page_title(module),
+                     url_path=url or None, default=not url)
+             for module, url in PAGES]
     nav = st.navigation(pages)
     st.sidebar.caption(f"Index: `{data.db_path()}`")
     nav.run()

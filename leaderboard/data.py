@@ -17,15 +17,20 @@ import pandas as pd
 import streamlit as st
 
 import queries
-from countboard.index import ddl
-from countboard.index.artifacts import fetch_artifact
+from countboard.index import ddl, ui_address
+from countboard.index.artifacts import (
+    ArtifactPathError,
+    fetch_artifact,
+    relocate_artifact_uri,
+    resolve_artifact,
+)
 from countboard.index.reader import connect_readonly, use_index
-from countboard.schema import FamilyInfo, MetricInfo, load_schema
+from countboard.schema import FamilyInfo, IntervalInfo, MetricInfo, load_schema
 
 DB_ENV = "COUNTBOARD_INDEX_DB"
-UI_ENV = "COUNTBOARD_MLFLOW_UI"
-DEFAULT_UI = "http://127.0.0.1:5000"
+STORE_ENV = "COUNTBOARD_STORE"
 DEFAULT_COLUMNS = 10
+PARTIAL_COLUMN = "is_partial"
 
 
 def db_path() -> Path:
@@ -41,12 +46,18 @@ def db_path() -> Path:
 
 
 def mlflow_ui_base() -> str:
-    return (os.environ.get(UI_ENV) or DEFAULT_UI).rstrip("/")
+    """Base URL of the MLflow UI (the setting ``countboard mlflow-ui`` binds to)."""
+    return ui_address.mlflow_ui_url()
 
 
 def run_url(experiment_id: str, run_id: str) -> str:
     """Link to a run's page in the MLflow UI."""
-    return f"{mlflow_ui_base()}/#/experiments/{experiment_id}/runs/{run_id}"
+    return ui_address.run_url(mlflow_ui_base(), experiment_id, run_id)
+
+
+def compare_url(run_ids: list[str], experiment_ids: list[str]) -> str:
+    """Link to the MLflow UI's comparison of several runs."""
+    return ui_address.compare_url(mlflow_ui_base(), run_ids, experiment_ids)
 
 
 def _version(path: Path) -> tuple[int, int] | None:
@@ -134,34 +145,56 @@ def has_family_view(key: str) -> bool:
     return not df.empty and int(df.n.iloc[0]) > 0
 
 
-def view_metrics(key: str) -> list[MetricInfo]:
-    """Metrics of the family view that have values, in schema order; undeclared keys get neutral metadata."""
+def view_columns(key: str) -> list[str]:
+    """Columns of the family's view (none when it has no view)."""
     if not has_family_view(key):
         return []
-    cols = list(query(queries.VIEW_COLUMNS, (key,)).column_name)
+    return list(query(queries.VIEW_COLUMNS, (key,)).column_name)
+
+
+def view_metrics(key: str) -> list[MetricInfo]:
+    """Metrics of the family view that have values, in schema order; undeclared keys get neutral metadata."""
     from countboard.index.ddl import LATEST_COLUMN, VIEW_RUN_COLUMNS
 
-    keys = [c for c in cols if c not in VIEW_RUN_COLUMNS and c != LATEST_COLUMN]
+    keys = [c for c in view_columns(key) if c not in VIEW_RUN_COLUMNS and c not in (LATEST_COLUMN, PARTIAL_COLUMN)]
     schema = load_schema()
     order = {k: i for i, k in enumerate(schema.metrics)}
     infos = [schema.metrics.get(k) or MetricInfo(key=k, display=k, higher_is_better=None, family=key) for k in keys]
     return sorted(infos, key=lambda m: (order.get(m.key, len(order)), m.key))
 
 
+def interval_of(metric: MetricInfo, available: list[MetricInfo]) -> IntervalInfo | None:
+    """The schema's interval of ``metric`` when both bounds are columns of the view, else None."""
+    keys = {m.key for m in available}
+    iv = metric.interval
+    return iv if iv is not None and iv.low in keys and iv.high in keys else None
+
+
 def default_columns(key: str, available: list[MetricInfo]) -> list[MetricInfo]:
-    """The family's main metric and its first metrics with a known direction, up to ``DEFAULT_COLUMNS``."""
+    """The family's schema ``columns`` (else its main metric and first metrics with a direction) that the view
+    has."""
     fam = family(key)
+    have = {m.key: m for m in available}
+    if fam and fam.columns:
+        picked = [have[k] for k in fam.columns if k in have]
+        if picked:
+            return picked
     main = fam.main_metric if fam else None
     picked = [m for m in available if m.key == main]
     picked += [m for m in available if m.family == key and m.higher_is_better is not None and m.key != main]
-    chosen = {m.key for m in picked[:DEFAULT_COLUMNS]}
-    return [m for m in available if m.key in chosen]
+    return picked[:DEFAULT_COLUMNS]
 
 
 @dataclass(frozen=True)
 class Filters:
     dataset: str | None = None
     split: str | None = None
+    levels: tuple[tuple[str, str | None], ...] = ()  # (view column, value or None for all)
+    include_partial: bool = True
+
+
+def has_partial_column(key: str) -> bool:
+    return PARTIAL_COLUMN in view_columns(key)
 
 
 def choices(key: str) -> pd.DataFrame:
@@ -169,20 +202,32 @@ def choices(key: str) -> pd.DataFrame:
     return query(queries.FAMILY_CHOICES, (key,))
 
 
+def level_values(key: str, column: str) -> list[str]:
+    """Values of a level column (e.g. the tasks) present in the family's view."""
+    if column not in view_columns(key):
+        return []
+    return [str(v) for v in query(queries.level_values(key, column)).value]
+
+
 def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = True,
             columns: list[str] | None = None) -> pd.DataFrame:
     """Entries of family ``key`` best first by ``sort`` (its direction from the schema; unknown: descending).
 
     With ``latest_only`` one row per subject × dataset × split × evaluator, the latest run of each task merged (see
-    ``queries.ranking``), or one row per task too when several tasks report ``sort``; otherwise one row per run. ``columns``: the metric keys to fetch (None: all).
+    ``queries.ranking``), or one row per task too when several tasks report ``sort`` or the task is a level;
+    otherwise one row per run. ``columns``: the metric keys to fetch (None: all).
     """
     if not has_family_view(key):
         return pd.DataFrame()
     keys = [m.key for m in view_metrics(key)]
     reporting = query(queries.tasks_reporting(key, sort.key))
     by_task = not reporting.empty and int(reporting.n.iloc[0]) > 1
-    sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns, keys, by_task)
-    params = (filters.dataset, filters.dataset, filters.split, filters.split)
+    exclude = not filters.include_partial and has_partial_column(key)
+    levels = tuple(c for c, _ in filters.levels)
+    sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns, keys, by_task,
+                          levels=levels, exclude_partial=exclude)
+    params = (filters.dataset, filters.dataset, filters.split, filters.split,
+              *(x for _, v in filters.levels for x in (v, v)))
     df = query(sql, params)
     if "run_ids" not in df:
         df["run_ids"] = [[r] for r in df.run_id]
@@ -199,6 +244,24 @@ def run_param(run_ids: list[str], key: str) -> dict[str, str]:
     """Value of param ``key`` per run that has it."""
     df = query(queries.PARAM_VALUES, (key, list(run_ids)))
     return dict(zip(df.run_id, df.value, strict=True)) if not df.empty else {}
+
+
+def store_dirs() -> tuple[Path | None, Path | None]:
+    """(the store's directory when it was indexed, where it is now).
+
+    Now: ``$COUNTBOARD_STORE`` (set by ``countboard leaderboard``) when given; else, when the indexed directory is
+    gone, the index's own folder (the index lives beside the store, so a store moved with its index is found).
+    """
+    from countboard.index.locate import local_store_dir, resolve_store_uri
+
+    meta = query(queries.META)
+    uri = dict(zip(meta.key, meta.value, strict=True)).get("store_uri") if not meta.empty else None
+    indexed = local_store_dir(uri) if uri else None
+    if os.environ.get(STORE_ENV):
+        return indexed, local_store_dir(resolve_store_uri(os.environ[STORE_ENV]))
+    if indexed is not None and not indexed.exists():
+        return indexed, db_path().resolve().parent
+    return indexed, indexed
 
 
 # --- artifacts -----------------------------------------------------------------------------------------------
@@ -226,11 +289,13 @@ def artifact_file(run_id: str, path: str) -> Path | None:
     rows = query(queries.ARTIFACT, (run_id, path))
     if rows.empty:
         return None
-    uri = rows.artifact_uri.iloc[0]
+    uri = relocate_artifact_uri(rows.artifact_uri.iloc[0], *store_dirs())  # a local store moved with its index
     size = query(queries.ARTIFACTS_OF_RUNS, ([run_id], path)).query("path == @path").file_size
     try:
         local = fetch_artifact(store_uri() or "", uri, path, artifact_cache_dir(),
                                int(size.iloc[0]) if len(size) and pd.notna(size.iloc[0]) else None)
+    except ArtifactPathError:
+        return None
     except Exception as exc:  # the store is down or the file went away: say so instead of "no such artifact"
         st.warning(f"Artifact `{path}` of run `{run_id}` is listed in the index but could not be read from "
                    f"{uri}: {type(exc).__name__}: {str(exc)[:300]}")
@@ -251,13 +316,18 @@ def read_table(run_id: str, path: str) -> pd.DataFrame | None:
     return _read_parquet(str(local), local.stat().st_mtime_ns)
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def _read_npz(path: str, mtime_ns: int) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
 def read_arrays(run_id: str, path: str) -> dict[str, np.ndarray] | None:
     """A run's ``.npz`` artifact (no pickled objects), None when missing."""
     local = artifact_file(run_id, path)
     if local is None:
         return None
-    with np.load(local, allow_pickle=False) as npz:
-        return {k: npz[k] for k in npz.files}
+    return _read_npz(str(local), local.stat().st_mtime_ns)
 
 
 def first_with(run_ids: list[str], path: str) -> str | None:

@@ -3,29 +3,79 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 from scipy import stats
 
-Z90 = float(stats.norm.ppf(0.95))
 
-
-def box(df: pd.DataFrame, x: str, y: str, title: str) -> go.Figure:
-    """One box per value of ``x``, points shown."""
-    fig = px.box(df, x=x, y=y, points="all", title=title)
-    fig.update_layout(xaxis_title=None)
+def box(df: pd.DataFrame, x: str, y: str, title: str, beside: str | None = None,
+        names: tuple[str, str] = ("", "")) -> go.Figure:
+    """One box per value of ``x``, points shown; with ``beside``, a second panel of that column next to it
+    (its own y axis starting at 0), so that a value that only looks good on one half is seen with the other."""
+    if beside is None or beside not in df:
+        fig = px.box(df, x=x, y=y, points="all", title=title)
+        fig.update_layout(xaxis_title=None)
+        return fig
+    fig = make_subplots(rows=1, cols=2, subplot_titles=names, horizontal_spacing=0.12)
+    colours = px.colors.qualitative.Plotly
+    for col, value in ((1, y), (2, beside)):
+        for i, label in enumerate(dict.fromkeys(df[x])):  # one colour per entry in both panels
+            part = df[df[x] == label]
+            fig.add_trace(go.Box(x=part[x], y=part[value], name=str(label), boxpoints="all", showlegend=False,
+                                 legendgroup=str(label), marker_color=colours[i % len(colours)]), row=1, col=col)
+        fig.update_yaxes(rangemode="tozero", row=1, col=col)
+    fig.update_layout(title=title)
     return fig
+
+
+def category_order(values) -> list:
+    """Axis order of count categories: numbers by value, ``"N+"`` right after ``N``, ranges (``"2-3"``) by their
+    lower end after the numbers they start at, anything else (``"range"``, words) last in order of appearance.
+
+    Example:
+        >>> category_order(["10", "2", "10+", "range", "0", "2-3"])
+        ['0', '2', '2-3', '10', '10+', 'range']
+    """
+    def key(i_v):
+        i, v = i_v
+        s = str(v).strip()
+        try:
+            return (0, float(s), 0, i)
+        except ValueError:
+            pass
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(\+|[-–]\s*\d+(?:\.\d+)?)", s)
+        if m:
+            return (0, float(m.group(1)), 1 if m.group(2) != "+" else 2, i)
+        return (1, 0.0, 0, i)
+
+    uniq = list(dict.fromkeys(values))
+    return [v for _, v in sorted(enumerate(uniq), key=key)]
 
 
 def matrix_heatmap(df: pd.DataFrame, rows: str, cols: str, values: str, title: str,
                    zmin: float | None = None, zmax: float | None = None) -> go.Figure:
-    """Heatmap of ``values`` over ``rows`` × ``cols`` (long format in, mean where a cell repeats)."""
-    grid = df.pivot_table(index=rows, columns=cols, values=values, aggfunc="mean")
-    fig = px.imshow(grid, text_auto=".2f", aspect="auto", color_continuous_scale="Viridis", zmin=zmin, zmax=zmax,
-                    title=title, labels={"color": values})
+    """Heatmap of ``values`` over ``rows`` × ``cols`` (long format in, mean where a cell repeats).
+
+    Categories are ordered by ``category_order`` and drawn on categorical axes (labels such as ``"10+"`` stay
+    labels); the colour scale starts at 0 unless a value is negative (counts and rates are drawn from 0).
+    """
+    grid = df.pivot_table(index=rows, columns=cols, values=values, aggfunc="mean", observed=True)
+    grid = grid.reindex(index=category_order(grid.index), columns=category_order(grid.columns))
+    finite = grid.to_numpy(dtype=float)
+    lowest = float(np.nanmin(finite)) if np.isfinite(finite).any() else 0.0
+    zmin = zmin if zmin is not None else min(0.0, lowest)
+    text = [["" if np.isnan(v) else f"{v:.2f}" for v in row] for row in finite]
+    fig = go.Figure(go.Heatmap(z=finite, x=[str(c) for c in grid.columns], y=[str(r) for r in grid.index],
+                               text=text, texttemplate="%{text}", colorscale="Viridis", zmin=zmin, zmax=zmax,
+                               colorbar={"title": {"text": values}}, hoverongaps=False))
+    fig.update_xaxes(type="category", title=cols)
+    fig.update_yaxes(type="category", title=rows, autorange="reversed")
+    fig.update_layout(title=title)
     return fig
 
 
@@ -37,7 +87,8 @@ def histograms(df: pd.DataFrame, value: str, label: str, title: str) -> go.Figur
 
 
 def interval_chart(df: pd.DataFrame, label: str, mean: str, low: str, high: str, point: str | None,
-                   facet: str | None, title: str, names: tuple[str, str] = ("BCC", "CC")) -> go.Figure:
+                   facet: str | None, title: str, names: tuple[str, str] = ("BCC", "CC"),
+                   axis: str = "value") -> go.Figure:
     """Means with [low, high] error bars per ``label`` (one panel per ``facet``), the uncorrected ``point`` beside."""
     facets = list(dict.fromkeys(df[facet])) if facet else [None]
     fig = go.Figure()
@@ -51,35 +102,10 @@ def interval_chart(df: pd.DataFrame, label: str, mean: str, low: str, high: str,
         if point and point in part:
             fig.add_trace(go.Scatter(x=part[point], y=part[label], mode="markers", name=f"{names[1]}{suffix}",
                                      marker={"symbol": "x", "size": 9}, legendgroup=str(f)))
-    fig.update_layout(title=title, xaxis_title="success rate", yaxis_title=None)
+    rows = df[label].nunique()
+    fig.update_layout(title=title, xaxis_title=axis, yaxis_title=None, height=max(320, 140 + 24 * rows))
+    fig.update_yaxes(type="category")
     return fig
-
-
-def prob_greater_normal(mean: np.ndarray, low: np.ndarray, high: np.ndarray, z: float = Z90) -> np.ndarray:
-    """``P[i, j] = P(A_i > A_j)`` treating each estimate as normal with sd = (high − low) / (2z).
-
-    Example:
-        >>> prob_greater_normal(np.array([0.6, 0.4]), np.array([0.5, 0.3]), np.array([0.7, 0.5])).round(3)
-        array([[0.5 , 0.99],
-               [0.01, 0.5 ]])
-    """
-    mean, low, high = (np.asarray(a, dtype=float) for a in (mean, low, high))
-    sd = np.maximum((high - low) / (2 * z), 1e-12)
-    diff = mean[:, None] - mean[None, :]
-    scale = np.sqrt(sd[:, None] ** 2 + sd[None, :] ** 2)
-    return stats.norm.cdf(diff / scale)
-
-
-def prob_greater_draws(draws: np.ndarray) -> np.ndarray:
-    """``P[i, j]`` = share of posterior draws (rows of ``draws``: one per model) where model i beats model j.
-
-    Example:
-        >>> prob_greater_draws(np.array([[1, 2, 3], [0, 2, 4]]))
-        array([[0.        , 0.33333333],
-               [0.33333333, 0.        ]])
-    """
-    d = np.asarray(draws, dtype=float)
-    return (d[:, None, :] > d[None, :, :]).mean(axis=2)
 
 
 def pairwise_heatmap(p: np.ndarray, labels: list[str], title: str) -> go.Figure:

@@ -45,19 +45,52 @@ SELECT run_id, value FROM params WHERE key = ? AND run_id IN (SELECT unnest(?::V
 """
 
 RUNS = """
-SELECT r.run_id, r.run_name, r.experiment_id, e.name AS experiment, r.status, r.family, r.model, r.model_kind,
-       r.dataset, r.split, r.task, r.start_time, r.end_time, r.parent_run_id, r.config_hash
+SELECT r.run_id, r.run_name, r.experiment_id, e.name AS experiment, r.status, r.is_sweep, r.family, r.model,
+       r.model_kind, r.dataset, r.split, r.task, r.start_time, r.end_time, r.parent_run_id, r.config_hash,
+       t.value AS error
 FROM runs r LEFT JOIN experiments e USING (experiment_id)
-WHERE NOT r.is_sweep
+     LEFT JOIN tags t ON t.run_id = r.run_id AND t.key = 'error'
+WHERE (? OR NOT r.is_sweep OR r.run_id = ?)
+  AND (? IS NULL OR r.parent_run_id = ? OR r.run_id = ?)
   AND (? IS NULL OR r.family = ?)
   AND (? IS NULL OR r.status = ?)
   AND (? = '' OR concat_ws(' ', r.run_id, r.run_name, r.model, r.dataset, r.task, r.family)
                  ILIKE '%' || ? || '%')
-ORDER BY r.start_time DESC NULLS LAST
+ORDER BY r.is_sweep DESC, r.start_time DESC NULLS LAST
 LIMIT ?
 """
 
+SWEEPS = """
+SELECT s.run_id, s.run_name, s.start_time, count(c.run_id) AS n_children,
+       count(c.run_id) FILTER (WHERE c.status = 'FAILED') AS n_failed
+FROM runs s LEFT JOIN runs c ON c.parent_run_id = s.run_id
+WHERE s.is_sweep GROUP BY s.run_id, s.run_name, s.start_time ORDER BY s.start_time DESC NULLS LAST
+"""
+
 RUN_FACETS = "SELECT DISTINCT family, status FROM runs WHERE NOT is_sweep"
+
+PARAMS_OF_RUNS = "SELECT run_id, key, value FROM params WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY key"
+METRICS_OF_RUNS = ("SELECT run_id, key, value FROM metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
+                   "ORDER BY key")
+
+STORE_STATE = """
+SELECT count(*) FILTER (WHERE NOT is_sweep) AS n_runs,
+       count(*) FILTER (WHERE NOT is_sweep AND status = 'FINISHED') AS n_finished,
+       count(*) FILTER (WHERE NOT is_sweep AND status = 'FAILED') AS n_failed,
+       count(*) FILTER (WHERE NOT is_sweep AND status = 'RUNNING') AS n_running,
+       count(*) FILTER (WHERE is_sweep) AS n_sweeps,
+       max(start_time) FILTER (WHERE is_sweep) AS last_sweep,
+       max(start_time) AS last_run
+FROM runs
+"""
+
+FAILED_RUNS = """
+SELECT r.run_id, r.experiment_id, r.run_name, r.model, r.dataset, r.task, r.start_time, t.value AS error
+FROM runs r LEFT JOIN tags t ON t.run_id = r.run_id AND t.key = 'error'
+WHERE r.status = 'FAILED' AND NOT r.is_sweep
+ORDER BY r.start_time DESC NULLS LAST
+LIMIT ?
+"""
 
 RUN_PARAMS = "SELECT key, value FROM params WHERE run_id = ? ORDER BY key"
 RUN_TAGS = "SELECT key, value FROM tags WHERE run_id = ? ORDER BY key"
@@ -70,10 +103,12 @@ def tasks_reporting(family: str, key: str) -> str:
 
 
 def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
-            columns: list[str] | None = None, metric_keys: list[str] | None = None, by_task: bool = False) -> str:
+            columns: list[str] | None = None, metric_keys: list[str] | None = None, by_task: bool = False,
+            levels: tuple[str, ...] = (), exclude_partial: bool = False) -> str:
     """Runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
 
-    Parameters, in order: dataset, dataset, split, split (NULL for "all").
+    Parameters, in order: dataset, dataset, split, split, then value, value per column of ``levels`` (NULL for
+    "all"). ``exclude_partial`` leaves out rows whose ``is_partial`` is true (the view must have that column).
 
     With ``latest_only`` the rows are entries, not runs: one per subject (the generator a run judges, else its
     model) × dataset × split × evaluator, merging the most recent run of each task (a counter's negative-label and
@@ -85,6 +120,9 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     view = view_name(family)
     order = f"{quote_identifier(sort_key)} {'DESC' if descending else 'ASC'} NULLS LAST, model, run_id"
     where = "(? IS NULL OR dataset = ?) AND (? IS NULL OR split = ?)"
+    where += "".join(f" AND (? IS NULL OR {quote_identifier(c)} = ?)" for c in levels)
+    if exclude_partial:
+        where += " AND NOT coalesce(is_partial, false)"
     if not latest_only:
         cols = "*" if columns is None else ", ".join(dict.fromkeys(
             [*map(quote_identifier, VIEW_RUN_COLUMNS), *map(quote_identifier, columns), quote_identifier(sort_key)]))
@@ -93,6 +131,7 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
         raise ValueError("ranking(latest_only=True) needs metric_keys, the metric columns of the view")
     keys = list(dict.fromkeys([*(metric_keys if columns is None else columns), sort_key]))
     s = quote_identifier(sort_key)
+    by_task = by_task or "task" in levels
     group = "coalesce(generator, model), dataset, split, evaluator" + (", task" if by_task else "")
     merged = "".join(f",\n  arg_max({quote_identifier(k)}, end_time) FILTER (WHERE {quote_identifier(k)} IS NOT NULL)"
                      f" AS {quote_identifier(k)}" for k in keys)
@@ -101,7 +140,13 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
         f"SELECT coalesce(generator, model) AS model, dataset, split, evaluator,\n"
         f"  coalesce(arg_max(run_id, end_time) FILTER (WHERE {s} IS NOT NULL), arg_max(run_id, end_time)) AS run_id,\n"
         f"  arg_max(experiment_id, end_time) AS experiment_id, list(run_id ORDER BY end_time DESC) AS run_ids,\n"
-        f"  string_agg(task, ', ') AS task, max(end_time) AS end_time{merged}\n"
+        f"  string_agg(DISTINCT task, ', ' ORDER BY task) AS task, max(end_time) AS end_time{merged}\n"
         f"FROM latest GROUP BY {group}\n"
         f"{f'HAVING count({s}) > 0' if by_task else ''}\n"
         f"ORDER BY {order}")
+
+
+def level_values(family: str, column: str) -> str:
+    """Distinct values of a level column of the family's view (e.g. its tasks), in order."""
+    c = quote_identifier(column)
+    return f"SELECT DISTINCT {c} AS value FROM {view_name(family)} WHERE {c} IS NOT NULL ORDER BY {c}"

@@ -20,6 +20,7 @@ _SUBCOMMANDS = [
     "countboard.commands.index",
     "countboard.commands.import_geckonum",
     "countboard.commands.train_counter",
+    "countboard.commands.leaderboard",
     "countboard.commands.compare",
     "countboard.commands.import_praco",
     "countboard.commands.export_praco",

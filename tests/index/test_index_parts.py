@@ -7,7 +7,7 @@ import os
 import pytest
 
 from countboard.cli import build_parser
-from countboard.commands.index import leaderboard_command
+from countboard.commands.leaderboard import leaderboard_command
 from countboard.index import ddl
 from countboard.index.artifacts import ArtifactPathError, artifact_root, resolve_artifact
 from countboard.index.locate import default_db_path, resolve_store_uri

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from countboard.commands.index import DEFAULT_UI, ui_base
 from countboard.index import artifacts, source
 from countboard.index.artifacts import ArtifactPathError, cache_path, fetch_artifact, is_local
+from countboard.index.ui_address import DEFAULT_UI, store_ui
 
 
 def _tree(root: Path, files: dict[str, bytes]) -> str:
@@ -81,7 +81,7 @@ def test_local_artifacts_are_read_in_place(tmp_path):
 
 
 def test_an_http_store_is_its_own_ui():
-    assert ui_base("http://10.1.2.3:5000/") == "http://10.1.2.3:5000"
-    assert ui_base("https://mlflow.lab.org") == "https://mlflow.lab.org"
-    assert ui_base("sqlite:////x/mlflow.db") == DEFAULT_UI
-    assert ui_base("postgresql://u@h/db") == DEFAULT_UI
+    assert store_ui("http://10.1.2.3:5000/") == "http://10.1.2.3:5000"
+    assert store_ui("https://mlflow.lab.org") == "https://mlflow.lab.org"
+    assert store_ui("sqlite:////x/mlflow.db") == DEFAULT_UI
+    assert store_ui("postgresql://u@h/db") == DEFAULT_UI

@@ -7,7 +7,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from tests.conftest import run_sweep
 
-from countboard.acs.annotation import LABEL_COLUMNS, annotation_queue, text_id
+import labels as label_store
+from countboard.acs.annotation import read_label_file, text_id
 from countboard.index import build_index
 from countboard.paths import leaderboard_dir
 
@@ -32,7 +33,8 @@ def text_index(tmp_path_factory):
 def open_texts(monkeypatch, db, labels_dir) -> AppTest:
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(db))
     monkeypatch.setenv("COUNTBOARD_TEXT_LABELS_DIR", str(labels_dir))
-    at = AppTest.from_file(str(APP), default_timeout=60).switch_page("annotate.py").run()
+    monkeypatch.setenv("COUNTBOARD_TEXT_LABELS_DB", str(labels_dir / "text_labels.duckdb"))
+    at = AppTest.from_file(str(APP), default_timeout=60).switch_page("pages/annotate.py").run()
     at.radio(key="annotate_kind").set_value("Texts").run()
     return at
 
@@ -47,10 +49,10 @@ def shown_text(at: AppTest) -> str:
 
 def test_label_two_texts_then_resume(monkeypatch, text_index, tmp_path):
     db, samples = text_index
-    queue = annotation_queue(samples)
+    at = open_texts(monkeypatch, db, tmp_path)
+    queue = label_store.queue(samples, at.selectbox(key="annotate_text_run").value)
     total = len(queue)
     assert 2 < total <= N_PROMPTS
-    at = open_texts(monkeypatch, db, tmp_path)
     assert not at.exception and "annotator id" in " ".join(i.value for i in at.info)
     at.text_input(key="annotate_text_annot").set_value("ann1").run()
     assert progress(at) == [f"0 of {total} texts labelled"]
@@ -67,7 +69,8 @@ def test_label_two_texts_then_resume(monkeypatch, text_index, tmp_path):
 
     csv = tmp_path / f"{at.selectbox(key='annotate_text_run').value}.csv"
     rows = pd.read_csv(csv, dtype=str, keep_default_na=False)
-    assert list(rows.columns) == LABEL_COLUMNS
+    assert list(rows.columns) == label_store.EXPORT_COLUMNS and set(rows.run_id) == {csv.stem}
+    assert read_label_file(csv, ["positive", "neutral", "negative"])[1] == []  # the task reads it back
     assert list(rows.text_id) == [text_id(t) for t in queue.text.iloc[:2]]
     assert list(rows.annotator) == ["ann1", "ann1"] and list(rows.label) == ["negative", "neutral"]
     command = " ".join(c.value for c in at.code)
@@ -103,3 +106,56 @@ def test_empty_store_explains_how_to_get_texts(monkeypatch, empty_index, tmp_pat
     assert not at.exception and not at.error
     text = " ".join(i.value for i in at.info)
     assert "task=text_acs" in text and "countboard-sweep" in text and "countboard index" in text
+
+
+def test_prompt_and_requested_label_stay_hidden(monkeypatch, text_index, tmp_path):
+    db, samples = text_index
+    at = open_texts(monkeypatch, db, tmp_path)
+    at.text_input(key="annotate_text_annot").set_value("ann1").run()
+    queue = label_store.queue(samples, at.selectbox(key="annotate_text_run").value)
+    row = samples[samples.text == queue.text.iloc[0]].iloc[0]
+    page = " ".join(str(getattr(e, "value", "")) for e in [*at.caption, *at.markdown, *at.get("text")])
+    assert row.text in page
+    assert str(row.prompt) not in page and "Prompt" not in page
+
+
+def test_a_label_lands_on_the_text_shown(monkeypatch, text_index, tmp_path):
+    """Another tab labels the text on screen before Save: the store refuses the duplicate and the next text in
+    the queue gets no label it was never shown for."""
+    db, samples = text_index
+    at = open_texts(monkeypatch, db, tmp_path)
+    at.text_input(key="annotate_text_annot").set_value("ann1").run()
+    run_id = at.selectbox(key="annotate_text_run").value
+    queue = label_store.queue(samples, run_id)
+    store = label_store.TextLabelStore(tmp_path / "text_labels.duckdb")
+    store.add(run_id, queue.iloc[0].to_dict(), "ann1", "positive", ["positive", "neutral", "negative"])
+    at.radio(key="annotate_text_label").set_value("negative")
+    at.button(key=SUBMIT).click().run()
+    assert "already labelled" in " ".join(w.value for w in at.warning)
+    got = store.labels(run_id, "ann1")
+    assert list(got.text_id) == [queue.text_id.iloc[0]] and list(got.label) == ["positive"]
+
+
+def test_store_allows_one_label_per_run_text_and_annotator(tmp_path):
+    store = label_store.TextLabelStore(tmp_path / "l.duckdb")
+    item = {"text_id": "t1", "unit_id": "u1", "text": "x"}
+    store.add("r1", item, "ann1", "pos", ["pos", "neg"])
+    with pytest.raises(label_store.DuplicateLabel):
+        store.add("r1", item, "ann1", "neg", ["pos", "neg"])
+    store.add("r1", item, "ann2", "neg", ["pos", "neg"])  # a second annotator: agreement needs it
+    store.add("r2", item, "ann1", "neg", ["pos", "neg"])  # the same text in another run
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "l.duckdb")) as con, pytest.raises(duckdb.ConstraintException):
+        con.execute("INSERT INTO text_labels (run_id, text_id, annotator, label) VALUES ('r1', 't1', 'ann1', 'x')")
+    assert len(store.labels("r1")) == 2
+
+
+def test_queue_order_does_not_depend_on_row_order():
+    samples = pd.DataFrame({"unit_id": [f"u{i}" for i in range(30)], "text": [f"text {i}" for i in range(30)],
+                            "requested": ["pos"] * 30, "prompt": ["p"] * 30})
+    a = label_store.queue(samples, "run")
+    b = label_store.queue(samples.sample(frac=1, random_state=4), "run")
+    assert list(a.text_id) == list(b.text_id)
+    assert list(a.text_id) != list(label_store.queue(samples, "run", seed=1).text_id)
+    assert "requested" not in a and "prompt" not in a

@@ -1,8 +1,10 @@
-"""The leaderboard in a real browser: headless Chromium loads every page of ``streamlit run`` on 127.0.0.1.
+"""The leaderboard in a real browser: headless Chromium (1280 px wide) loads every page and section of
+``countboard leaderboard``'s ``streamlit run`` on 127.0.0.1.
 
 Chromium is driven through its DevTools protocol (over the ``websockets`` package Streamlit already depends on)
 because Streamlit renders client-side over a websocket: the test waits until the page's script has finished and
-its tables are drawn, then checks the DOM and keeps a screenshot under ``test-artifacts/leaderboard/``.
+its tables are drawn, then checks the DOM, the console (no error) and the network (no request leaves 127.0.0.1),
+and keeps a screenshot under ``test-artifacts/leaderboard/``.
 Needs the Debian package ``chromium``; skipped with that reason when it is absent.
 """
 
@@ -23,13 +25,21 @@ from pathlib import Path
 
 import pytest
 
-from countboard.commands.index import leaderboard_command
+from countboard.commands.leaderboard import leaderboard_command
 from countboard.schema import load_schema
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "leaderboard"
-PAGES = {"overview": "", "counters": "counters", "generators": "generators", "grounding": "grounding",
-         "runs": "runs"}
+# Each page is reached as a reader does: from the Overview, through its family link (which names the section) or
+# the sidebar. (Loading a deep URL directly makes Streamlit's client probe ``/<page>/_stcore/health`` first, a
+# 404 of Streamlit's own that says nothing about the app.)
+PAGES = {"overview": None, "counters": 'a[href*="section=counters"]',
+         "numeracy_human": 'a[href*="section=generators"]',
+         "numeracy_autoeval": 'a[href*="section=generator_autoeval"]', "acs": 'a[href*="section=acs"]',
+         "grounding": 'a[href*="section=grounding"]', "runs": '[data-testid="stSidebarNav"] a[href$="/runs"]',
+         "annotate": '[data-testid="stSidebarNav"] a[href$="/annotate"]'}
+NO_TABLE = ("overview", "annotate")
+OTHER_INDEX_ENV = "COUNTBOARD_BROWSER_INDEX"
 PROBE = """JSON.stringify({
   tables: document.querySelectorAll('[data-testid="stDataFrame"]').length,
   links: document.querySelectorAll('[data-testid="stPageLink"]').length,
@@ -53,8 +63,9 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(filled_index, tmp_path_factory):
-    """``streamlit run`` of the app over the filled index, bound to loopback."""
-    _, db = filled_index
+    """``streamlit run`` of the app over the filled index (or ``$COUNTBOARD_BROWSER_INDEX``, e.g. the 5,000-run
+    index of ``benchmarks/leaderboard_render.py``), bound to loopback."""
+    db = Path(os.environ.get(OTHER_INDEX_ENV) or filled_index[1])
     port = _free_port()
     log = tmp_path_factory.mktemp("streamlit") / "server.log"
     env = {**os.environ, "COUNTBOARD_INDEX_DB": str(db), "COUNTBOARD_MLFLOW_UI": "http://127.0.0.1:5000"}
@@ -87,7 +98,7 @@ async def _render_all(base: str, shots: Path) -> dict[str, dict]:
     proc = subprocess.Popen(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", "--window-size=1400,2000", "--remote-debugging-port=0", "about:blank"],
+         f"--user-data-dir={profile}", "--window-size=1280,2400", "--remote-debugging-port=0", "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = {}
     try:
@@ -101,6 +112,7 @@ async def _render_all(base: str, shots: Path) -> dict[str, dict]:
         ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
         async with connect(ws_url, max_size=256 * 1024 * 1024) as ws:
             counter = iter(range(1, 10**6))
+            events: list[dict] = []
 
             async def call(method: str, **params) -> dict:
                 mid = next(counter)
@@ -109,10 +121,23 @@ async def _render_all(base: str, shots: Path) -> dict[str, dict]:
                     msg = json.loads(await ws.recv())
                     if msg.get("id") == mid:
                         return msg.get("result", {})
+                    if "method" in msg:
+                        events.append(msg)
 
-            for name, path in PAGES.items():
-                await call("Page.navigate", url=f"{base}/{path}")
+            for domain in ("Runtime", "Log", "Network", "Page"):
+                await call(f"{domain}.enable")
+            for name, link in PAGES.items():
+                await call("Page.navigate", url=f"{base}/")
+                await _settle(call, "overview")
+                if link is not None:
+                    events.clear()
+                    found = await call("Runtime.evaluate", returnByValue=True, expression=(
+                        f"(() => {{ const a = document.querySelector('{link}'); if (a) a.click(); return !!a; }})()"))
+                    assert found["result"]["value"], f"no link {link} on the Overview"
                 results[name] = await _settle(call, name)
+                results[name]["console_errors"] = _console_errors(events)
+                results[name]["requests"] = [e["params"]["request"]["url"] for e in events
+                                             if e["method"] == "Network.requestWillBeSent"]
                 shot = await call("Page.captureScreenshot", format="png")
                 (shots / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))
     finally:
@@ -122,6 +147,21 @@ async def _render_all(base: str, shots: Path) -> dict[str, dict]:
     return results
 
 
+def _console_errors(events: list[dict]) -> list[str]:
+    """Console errors, uncaught exceptions and error log entries (failed loads, 404s) among DevTools events."""
+    out = []
+    for e in events:
+        m, p = e["method"], e["params"]
+        if m == "Runtime.consoleAPICalled" and p["type"] == "error":
+            out.append(" ".join(str(a.get("value", a.get("description", ""))) for a in p["args"])[:300])
+        elif m == "Runtime.exceptionThrown":
+            out.append(p["exceptionDetails"].get("text", "") + str(p["exceptionDetails"].get("exception", {})
+                                                                  .get("description", ""))[:300])
+        elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
+            out.append(f"{p['entry'].get('text', '')} {p['entry'].get('url', '')}"[:300])
+    return out
+
+
 async def _settle(call, name: str, timeout: float = 90.0) -> dict:
     """Probe until the script has finished and the page's main element is drawn, twice in a row."""
     deadline, stable, probe = time.time() + timeout, 0, {}
@@ -129,7 +169,7 @@ async def _settle(call, name: str, timeout: float = 90.0) -> dict:
     while time.time() < deadline:
         res = await call("Runtime.evaluate", expression=PROBE, returnByValue=True)
         probe = json.loads(res["result"]["value"])
-        drawn = probe["links"] if name == "overview" else probe["tables"]
+        drawn = probe["links"] if name == "overview" else (probe["text"] if name in NO_TABLE else probe["tables"])
         stable = stable + 1 if drawn and not probe["running"] else 0
         if stable >= 2 or probe["exceptions"]:
             return probe
@@ -139,24 +179,46 @@ async def _settle(call, name: str, timeout: float = 90.0) -> dict:
 
 @pytest.fixture(scope="module")
 def rendered(server):
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    return asyncio.run(_render_all(server, ARTIFACTS))
+    shots = ARTIFACTS / ("large" if os.environ.get(OTHER_INDEX_ENV) else "")
+    shots.mkdir(parents=True, exist_ok=True)
+    return asyncio.run(_render_all(server, shots))
 
 
 @pytest.mark.parametrize("page", list(PAGES))
 def test_page_renders_without_error_box(rendered, page):
     probe = rendered[page]
     assert probe["exceptions"] == 0 and probe["errors"] == 0, probe["text"][:2000]
-    assert (ARTIFACTS / f"{page}.png").stat().st_size > 10_000
+    shots = ARTIFACTS / ("large" if os.environ.get(OTHER_INDEX_ENV) else "")
+    assert (shots / f"{page}.png").stat().st_size > 10_000
     if page == "overview":
         assert probe["links"] >= 1
-    else:
+    elif page not in NO_TABLE:
         assert probe["tables"] >= 1, probe["text"][:2000]
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_logs_no_console_error(rendered, page):
+    assert rendered[page]["console_errors"] == []
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_requests_nothing_outside_loopback(rendered, page):
+    outside = [u for u in rendered[page]["requests"]
+               if not u.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:"))]
+    assert outside == []
+    assert rendered[page]["requests"], "the network was not observed"
+
+
+def test_no_none_printed_in_tables(rendered):
+    for page, probe in rendered.items():
+        assert "None" not in probe["cells"], (page, probe["cells"])
 
 
 @pytest.mark.parametrize("family", ["counters", "grounding"])
 def test_ranking_is_shown_best_first(rendered, filled_index, family):
     store, _ = filled_index
+    if os.environ.get(OTHER_INDEX_ENV):
+        pytest.skip("the expected ranking is known for the generated test store only")
     if family not in load_schema().families:
         pytest.skip(f"family {family!r} is not declared in the schema")
     main = load_schema().families[family].main_metric

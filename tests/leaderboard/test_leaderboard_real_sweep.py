@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 from tests.conftest import run_sweep
@@ -33,9 +37,16 @@ def test_index_holds_the_sweep(swept_index):
     assert (runs.status == "FINISHED").all() and runs.is_sweep.sum() == 1
 
 
+def plotly_values(v) -> list[float]:
+    """A trace's values as Plotly sends them: a list, or a typed array (``dtype`` + base64 ``bdata``)."""
+    if isinstance(v, dict):
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).astype(float).tolist()
+    return [float(x) for x in v]
+
+
 def test_counters_page_ranks_the_oracle_first(monkeypatch, swept_index):
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(swept_index))
-    at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=90).switch_page("counters.py").run()
+    at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=90).switch_page("pages/counters.py").run()
     assert not at.exception and not at.error
     table = at.dataframe[0].value
     # the oracle reads the prompted class's annotations: perfect mosaic F1; the class-blind one counts both halves
@@ -44,14 +55,20 @@ def test_counters_page_ranks_the_oracle_first(monkeypatch, swept_index):
     assert table[["nmn", "cnt_f1"]].notna().all().all()  # one entry merges the negative-label and mosaic runs
     infos = " ".join(i.value for i in at.info)
     assert "count drift" not in infos and "negative-label" not in infos and "mosaic density" not in infos
+    drift = next(c for c in at.get("plotly_chart") if "Mosaic test" in c.proto.spec)
+    traces = json.loads(drift.proto.spec)["data"]
+    blind_neg = [y for tr in traces if tr.get("yaxis") == "y2" and tr.get("name") == "class_blind"
+                 for y in plotly_values(tr["y"])]
+    assert blind_neg and max(blind_neg) > 0  # the class-blind counter counts the distractor half: shown beside drift
     images = at.get("image")
     assert images and all(caption.startswith("mosaic_") for img in images for caption in img.captions)
 
 
-@pytest.mark.parametrize("page", ["overview.py", "generators.py", "grounding.py", "runs.py", "annotate.py"])
+@pytest.mark.parametrize("page", ["pages/overview.py", "pages/numeracy.py", "pages/acs.py", "pages/grounding.py", "pages/runs.py",
+                                  "pages/annotate.py"])
 def test_other_pages_render_on_the_sweep(monkeypatch, swept_index, page):
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(swept_index))
     at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=90).switch_page(page).run()
     assert not at.exception and not at.error
-    if page in ("generators.py", "grounding.py", "annotate.py"):  # no such runs in this sweep: how to launch one
+    if page not in ("pages/overview.py", "pages/runs.py"):  # no such runs in this sweep: how to launch one
         assert "countboard-sweep" in " ".join(i.value for i in at.info)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 from countboard.commands import store_argument
+from countboard.index.ui_address import UI_ENV, mlflow_ui_host_port
 from countboard.tracking.store import open_store
 
 _PR_SET_PDEATHSIG = 1
@@ -64,6 +65,7 @@ def _mlflow_ui(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("mlflow-ui", help="start the MLflow UI on the sweep store (127.0.0.1)")
     store_argument(p)
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p.add_argument("--port", type=int, default=5000)
+    host, port = mlflow_ui_host_port()  # the address the leaderboard links to: one setting for both
+    p.add_argument("--host", default=host, help=f"bind address (default: {host}, from ${UI_ENV} when set)")
+    p.add_argument("--port", type=int, default=port, help=f"port (default: {port}, from ${UI_ENV} when set)")
     p.set_defaults(func=_mlflow_ui)

@@ -112,3 +112,33 @@ def _check_relative(rel_path: str) -> None:
     if not rel_path or "\x00" in rel_path or rel.is_absolute() or ".." in rel.parts or "\\" in rel_path:
         raise ArtifactPathError(f"artifact path {rel_path!r} must be a relative path inside the run's artifacts "
                                 "(no '..', no leading '/')")
+
+
+def relocate_artifact_uri(artifact_uri: str, indexed_store_dir: str | Path | None,
+                          store_dir: str | Path | None) -> str:
+    """``artifact_uri`` as recorded when the store lived at ``indexed_store_dir``, moved to ``store_dir``.
+
+    Artifact locations are absolute in MLflow; a store copied or moved to another folder keeps pointing at the old
+    one. A location inside the old store directory is re-rooted under the new one; anything else (remote
+    artifacts, artifacts kept outside the store) is returned as it is.
+
+    Example:
+        >>> relocate_artifact_uri("file:///old/store/artifacts/1/abc/artifacts", "/old/store", "/new/place")
+        'file:///new/place/artifacts/1/abc/artifacts'
+        >>> relocate_artifact_uri("s3://bucket/1/abc", "/old/store", "/new/place")
+        's3://bucket/1/abc'
+    """
+    if indexed_store_dir is None or store_dir is None:
+        return artifact_uri
+    old, new = Path(indexed_store_dir), Path(store_dir)
+    if old == new:
+        return artifact_uri
+    try:
+        root = artifact_root(artifact_uri)
+    except ArtifactPathError:
+        return artifact_uri
+    try:
+        rel = root.relative_to(old)
+    except ValueError:
+        return artifact_uri
+    return (new / rel).as_uri()

@@ -94,13 +94,13 @@ def specs_from_schema(models_per_family: int = 3, datasets: tuple[str, ...] = ("
 
 
 def _metric_value(rng: np.random.Generator, skill: float, higher: bool | None, key: str) -> float:
+    base = float(np.clip(skill + rng.normal(0, 0.01), 0.0, 1.0))
+    if key.endswith(("_low", "_lo")):  # interval bounds straddle the skill, whatever their direction
+        return max(base - 0.08, 0.0)
+    if key.endswith(("_high", "_hi")):
+        return min(base + 0.08, 1.0)
     if higher is None:
         return float(rng.integers(10, 500))
-    base = float(np.clip(skill + rng.normal(0, 0.01), 0.0, 1.0))
-    if key.endswith(("_low", "_lo")):
-        base = max(base - 0.08, 0.0)
-    elif key.endswith(("_high", "_hi")):
-        base = min(base + 0.08, 1.0)
     return base if higher else round((1.0 - base) * 20.0, 6)
 
 

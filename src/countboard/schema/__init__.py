@@ -2,16 +2,30 @@
 
 Each ``*.yaml`` beside this file holds ``families`` and ``metrics`` of one area; they are merged here. To add a
 metric, add an entry under ``metrics`` with ``display``, ``higher_is_better``, ``family`` and ``description``:
-the engine refuses to log a metric key that is not declared.
+the engine refuses to log a metric key that is not declared. A metric with an uncertainty interval names its
+bounds under ``interval`` (``low``, ``high``, ``level``). A family says where the leaderboard shows it (``page``),
+which metrics its table shows first (``columns``), which view columns split its entries into separate rankings
+(``levels``, e.g. the GeckoNum task) and which figures its page draws (``figures``, see ``docs/leaderboard.md``).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
+from types import MappingProxyType
+from typing import Any
 
 import yaml
+
+
+@dataclass(frozen=True)
+class IntervalInfo:
+    """The metric keys holding an interval's bounds, and its level (0.9 for an equal-tailed 90% interval)."""
+
+    low: str
+    high: str
+    level: float
 
 
 @dataclass(frozen=True)
@@ -22,6 +36,26 @@ class MetricInfo:
     family: str
     description: str = ""
     fmt: str = ".3f"
+    interval: IntervalInfo | None = None
+
+
+@dataclass(frozen=True)
+class LevelInfo:
+    """A view column whose values are never ranked together (one ranking per value), e.g. the task."""
+
+    column: str
+    display: str
+
+
+@dataclass(frozen=True)
+class FigureInfo:
+    """One figure of a family's page: ``kind`` names the drawing, ``options`` its artifact paths and columns."""
+
+    kind: str
+    options: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.options.get(key, default)
 
 
 @dataclass(frozen=True)
@@ -31,6 +65,10 @@ class FamilyInfo:
     main_metric: str
     model_kinds: tuple[str, ...]
     description: str = ""
+    page: str = ""
+    columns: tuple[str, ...] = ()
+    levels: tuple[LevelInfo, ...] = ()
+    figures: tuple[FigureInfo, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +88,45 @@ class Schema:
     def family_metrics(self, family: str) -> list[MetricInfo]:
         return [m for m in self.metrics.values() if m.family == family]
 
+    def page_families(self, page: str) -> list[FamilyInfo]:
+        """Families shown on leaderboard page ``page``, in schema order."""
+        return [f for f in self.families.values() if f.page == page]
+
+
+def _interval(key: str, raw: dict | None, where: str) -> IntervalInfo | None:
+    if raw is None:
+        return None
+    try:
+        return IntervalInfo(low=raw["low"], high=raw["high"], level=float(raw["level"]))
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"metric {key!r} in {where}: `interval` needs low, high (metric keys) and level "
+                         "(e.g. 0.9)") from None
+
+
+def _family(key: str, f: dict) -> FamilyInfo:
+    figures = []
+    for fig in f.get("figures") or ():
+        kind, options = (fig, {}) if isinstance(fig, str) else next(iter(fig.items()))
+        figures.append(FigureInfo(kind=kind, options=MappingProxyType(dict(options or {}))))
+    return FamilyInfo(key=key, display=f["display"], main_metric=f["main_metric"],
+                      model_kinds=tuple(f.get("model_kinds", ())), description=f.get("description", ""),
+                      page=f.get("page", ""), columns=tuple(f.get("columns") or ()),
+                      levels=tuple(LevelInfo(column=c, display=d) for c, d in (f.get("levels") or {}).items()),
+                      figures=tuple(figures))
+
+
+def _check(metrics: dict[str, MetricInfo], families: dict[str, FamilyInfo]) -> None:
+    """Every key a family or an interval names is a declared metric."""
+    for m in metrics.values():
+        if m.interval is not None:
+            for bound in (m.interval.low, m.interval.high):
+                if bound not in metrics:
+                    raise ValueError(f"metric {m.key!r}: interval bound {bound!r} is not a declared metric")
+    for f in families.values():
+        for key in f.columns:
+            if key not in metrics:
+                raise ValueError(f"family {f.key!r}: column {key!r} is not a declared metric")
+
 
 @functools.cache
 def load_schema() -> Schema:
@@ -63,13 +140,12 @@ def load_schema() -> Schema:
         for key, f in (doc.get("families") or {}).items():
             if key in families:
                 raise ValueError(f"family {key!r} declared twice (second time in {entry.name})")
-            families[key] = FamilyInfo(key=key, display=f["display"], main_metric=f["main_metric"],
-                                       model_kinds=tuple(f.get("model_kinds", ())),
-                                       description=f.get("description", ""))
+            families[key] = _family(key, f)
         for key, m in (doc.get("metrics") or {}).items():
             if key in metrics:
                 raise ValueError(f"metric {key!r} declared twice (second time in {entry.name})")
             metrics[key] = MetricInfo(key=key, display=m["display"], higher_is_better=m.get("higher_is_better"),
                                       family=m["family"], description=m.get("description", ""),
-                                      fmt=m.get("fmt", ".3f"))
+                                      fmt=m.get("fmt", ".3f"), interval=_interval(key, m.get("interval"), entry.name))
+    _check(metrics, families)
     return Schema(metrics=metrics, families=families)

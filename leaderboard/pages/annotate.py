@@ -63,22 +63,31 @@ def log_to_run(run_id: str, model: str, store: LabelStore) -> None:
     st.success(f"Logged {path} to run {run_id}; run `countboard index` to see it in the index.")
 
 
+def save_answer(run_id: str, model: str, item: dict, annot: str, store: LabelStore) -> None:
+    """Form callback: the item is the one drawn with the button (bound then), never the next one in the queue."""
+    try:
+        store.add(run_id, model, item, annot, st.session_state.get("annotate_answer", ""))
+    except ValueError as exc:
+        st.session_state["annotate_msg"] = f"Not saved: {exc}"
+
+
 def question_form(run_id: str, model: str, item: pd.Series, annot: str, store: LabelStore, image) -> None:
+    """The image and one count question. The prompt (which states the requested number) stays hidden: the
+    annotator counts blind."""
     cols = st.columns([3, 2])
     if image is not None:
-        cols[0].image(image, caption=f"{item.image_id}: “{item.prompt}”")
+        cols[0].image(image, caption=f"Image {item.image_id}")
     else:
         cols[0].info(f"Image {item.image_id} is not in {IMAGES_ZIP}.")
     with cols[1].form(key="annotate_form", clear_on_submit=True):
         st.markdown(f"**{item.question}**")
-        answer = st.text_input("Answer (a number, a word, a range such as 2-3, or 10+)", key="annotate_answer")
-        if st.form_submit_button("Save and next"):
-            try:
-                store.add(run_id, model, item, annot, answer)
-            except ValueError as exc:
-                st.warning(f"Not saved: {exc}")
-            else:
-                st.rerun()
+        st.text_input("Answer (a number, a word, a range such as 2-3, or 10+)", key="annotate_answer")
+        st.form_submit_button("Save and next", on_click=save_answer, shortcut="Ctrl+Enter",
+                              help="Enter in the answer box or Ctrl+Enter saves",
+                              args=(run_id, model, item.to_dict(), annot, store))
+    msg = st.session_state.pop("annotate_msg", None)
+    if msg:
+        cols[1].warning(msg)
 
 
 def main() -> None:

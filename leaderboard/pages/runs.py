@@ -1,0 +1,87 @@
+"""Runs page: every indexed run, filtered by sweep, family, status or text; pick two or more to compare them side
+by side (the params that differ, the metrics) here or in the MLflow UI's compare view."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import data
+import queries
+import widgets
+
+MAX_ROWS = 2000
+ALL = "All"
+
+
+def compare(runs: pd.DataFrame) -> None:
+    """Params that differ and every metric of the selected runs, one column per run."""
+    ids = list(runs.run_id)
+    names = {r: f"{n or r[:8]} ({r[:6]})" for r, n in zip(runs.run_id, runs.run_name, strict=True)}
+    st.subheader(f"{len(ids)} runs side by side")
+    st.link_button("Open in MLflow's compare view", data.compare_url(ids, list(runs.experiment_id)))
+    params = data.query(queries.PARAMS_OF_RUNS, (ids,))
+    metrics = data.query(queries.METRICS_OF_RUNS, (ids,))
+    cols = st.columns(2)
+    if not params.empty:
+        wide = params.pivot_table(index="key", columns="run_id", values="value", aggfunc="first")
+        wide = wide.reindex(columns=ids).rename(columns=names)
+        differ = wide[wide.nunique(axis=1, dropna=False) > 1]
+        cols[0].markdown(f"**Params that differ** ({len(differ)} of {len(wide)})")
+        cols[0].dataframe(differ.fillna(widgets.MISSING), key="runs_params_diff")
+    if not metrics.empty:
+        wide = metrics.pivot_table(index="key", columns="run_id", values="value", aggfunc="first")
+        cols[1].markdown("**Metrics**")
+        cols[1].dataframe(wide.reindex(columns=ids).rename(columns=names), key="runs_metrics")
+
+
+def filters(facets: pd.DataFrame) -> tuple:
+    sweeps = data.query(queries.SWEEPS)
+    labels = {ALL: "All runs"} | {r.run_id: f"{r.run_name or r.run_id[:8]} · {r.n_children} runs"
+                                               + (f", {r.n_failed} failed" if r.n_failed else "")
+                                  for r in sweeps.itertuples()}
+    top = st.columns([2, 2, 1, 1])
+    text = top[0].text_input("Search (id, name, model, dataset, task, family)", key="runs_search").strip()
+    sweep = top[1].selectbox("Sweep (parent run → its children)", list(labels), format_func=labels.get,
+                             key="runs_sweep")
+    family = top[2].selectbox("Family", [ALL, *sorted(facets.family.dropna().unique())], key="runs_family")
+    status = top[3].selectbox("Status", [ALL, *sorted(facets.status.dropna().unique())], key="runs_status")
+    show_sweeps = st.toggle("Show the sweeps' parent runs", value=False, key="runs_show_sweeps",
+                            help="A picked sweep always shows its parent run first.")
+    none = lambda v: None if v == ALL else v  # noqa: E731
+    return text, none(sweep), none(family), none(status), show_sweeps
+
+
+def main() -> None:
+    st.title("Runs")
+    if widgets.index_unusable():
+        return
+    facets = data.query(queries.RUN_FACETS)
+    if facets.empty:
+        widgets.launch_hint("The index has no runs yet.",
+                            "-m model=<model_a>,<model_b> dataset=<dataset> task=<task>")
+        return
+    text, sweep, family, status, show_sweeps = filters(facets)
+    params = (show_sweeps, sweep, sweep, sweep, sweep, family, family, status, status, text, text, MAX_ROWS)
+    runs = data.query(queries.RUNS, params)
+    runs.insert(0, "link", [data.run_url(e, r) for e, r in zip(runs.experiment_id, runs.run_id, strict=True)])
+    st.caption(f"{len(runs)} runs" + (f" (first {MAX_ROWS})" if len(runs) == MAX_ROWS else "") +
+               f"; links open the MLflow UI at {data.mlflow_ui_base()}. Select rows to compare them.")
+    if runs.empty:
+        st.info("No runs match this search.")
+        return
+    shown = runs.drop(columns=["experiment_id"]).astype({"error": object})
+    event = st.dataframe(shown.fillna({"error": "", "family": widgets.MISSING, "task": widgets.MISSING}),
+                         hide_index=True, key="runs_table", on_select="rerun", selection_mode="multi-row",
+                         column_config={"link": st.column_config.LinkColumn("MLflow", display_text="open run",
+                                                                            pinned=True),
+                                        "run_name": st.column_config.TextColumn("run", pinned=True)})
+    picked = runs.iloc[list(event.selection.rows)] if event and event.selection.rows else runs.iloc[:0]
+    if len(picked) >= 2:
+        compare(picked)
+    elif len(picked) == 1:
+        st.info("Select one more run to compare.")
+
+
+if __name__ == "__main__":
+    main()

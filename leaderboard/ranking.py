@@ -1,0 +1,100 @@
+"""Ranks that respect ties and uncertainty, and P(A > B) between entries: pure functions, no Streamlit.
+
+P(A > B) itself is ``countboard.quantify.compare.pairwise_prob_greater`` (Beta posteriors); an entry's interval
+or posterior draws are turned into a Beta by matching the mean and the variance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from countboard.quantify.beta import beta_from_moments
+from countboard.quantify.compare import pairwise_prob_greater
+
+# A Beta needs a variance below m(1 - m); intervals wider than that are narrowed to just under it.
+_MAX_VAR_SHARE = 0.999
+
+
+def competition_ranks(values, higher_is_better: bool) -> np.ndarray:
+    """Rank 1 = best; equal values share the best of their ranks ("1224"); missing values rank last, unranked.
+
+    Example:
+        >>> competition_ranks([0.5, 0.9, 0.9, 0.1], True).tolist()
+        [3.0, 1.0, 1.0, 4.0]
+    """
+    v = np.asarray(values, dtype=float)
+    keyed = -v if higher_is_better else v
+    out = stats.rankdata(np.where(np.isnan(keyed), np.inf, keyed), method="min").astype(float)
+    out[np.isnan(v)] = np.nan
+    return out
+
+
+def rank_ranges(mean, low, high, higher_is_better: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Best and worst rank each entry could take given the intervals: entry j is surely ahead of i only when
+    their intervals do not overlap (for higher-is-better: ``low_j > high_i``).
+
+    Entries without an interval fall back to their point value as a zero-width interval, so equal values share a
+    rank and distinct values without intervals get distinct ranks.
+
+    Example:
+        >>> best, worst = rank_ranges([0.8, 0.7, 0.3], [0.7, 0.6, 0.2], [0.9, 0.8, 0.4], True)
+        >>> best.tolist(), worst.tolist()
+        ([1.0, 1.0, 3.0], [2.0, 2.0, 3.0])
+    """
+    m = np.asarray(mean, dtype=float)
+    # a missing bound, or one on the wrong side of the value, falls back to the value itself
+    lo = np.fmin(np.where(np.isnan(np.asarray(low, dtype=float)), m, np.asarray(low, dtype=float)), m)
+    hi = np.fmax(np.where(np.isnan(np.asarray(high, dtype=float)), m, np.asarray(high, dtype=float)), m)
+    if not higher_is_better:
+        m, lo, hi = -m, -hi, -lo
+    ok = ~np.isnan(m)
+    ahead = (lo[None, :] > hi[:, None]) & ok[None, :]   # [i, j]: j surely ahead of i
+    behind = (hi[None, :] < lo[:, None]) & ok[None, :]  # [i, j]: j surely behind i
+    n = ok.sum()
+    best = 1.0 + ahead.sum(axis=1).astype(float)
+    worst = float(n) - behind.sum(axis=1).astype(float)
+    best[~ok] = np.nan
+    worst[~ok] = np.nan
+    return best, worst
+
+
+def rank_label(best: float, worst: float) -> str:
+    """``"2"``, or ``"1–3"`` when the intervals leave the rank open; ``"—"`` when there is no value.
+
+    Example:
+        >>> rank_label(1.0, 3.0), rank_label(2.0, 2.0), rank_label(float("nan"), float("nan"))
+        ('1–3', '2', '—')
+    """
+    if np.isnan(best):
+        return "—"
+    return f"{int(best)}" if best == worst else f"{int(best)}–{int(worst)}"
+
+
+def beta_from_interval(mean: float, low: float, high: float, level: float) -> tuple[float, float]:
+    """Beta(a, b) with the entry's mean and the variance of a normal whose central ``level`` interval is
+    ``[low, high]`` (a rate in (0, 1)).
+
+    Example:
+        >>> a, b = beta_from_interval(0.5, 0.4, 0.6, 0.9)
+        >>> round(a / (a + b), 3), round(a, 1)
+        (0.5, 33.3)
+    """
+    if not (0.0 < mean < 1.0) or not (high > low):
+        raise ValueError(f"a Beta needs a rate in (0, 1) and a proper interval, got {mean} [{low}, {high}]")
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    var = min(((high - low) / (2 * z)) ** 2, _MAX_VAR_SHARE * mean * (1 - mean))
+    k = mean * (1 - mean) / var - 1.0
+    return mean * k, (1 - mean) * k
+
+
+def prob_greater_intervals(names, mean, low, high, level: float) -> np.ndarray:
+    """``P[i, j] = P(A_i > A_j)`` from each entry's mean and ``level`` interval (independent Betas)."""
+    ab = [beta_from_interval(float(m), float(lo), float(hi), level) for m, lo, hi in zip(mean, low, high, strict=True)]
+    return pairwise_prob_greater(list(names), [a for a, _ in ab], [b for _, b in ab])
+
+
+def prob_greater_draws(names, draws: list[np.ndarray]) -> np.ndarray:
+    """``P[i, j] = P(A_i > A_j)`` from each entry's posterior draws (moment-matched Betas, independent)."""
+    ab = [beta_from_moments(np.asarray(d, dtype=float)) for d in draws]
+    return pairwise_prob_greater(list(names), [a for a, _ in ab], [b for _, b in ab])

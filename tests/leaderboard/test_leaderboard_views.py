@@ -1,0 +1,168 @@
+"""Views on purpose-built stores: GeckoNum tasks kept apart, intervals kept whatever the ranked metric, Overview
+links and best entries, the Runs page comparison and a store moved to another folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from countboard.index import build_index
+from countboard.index.artifacts import relocate_artifact_uri
+from countboard.index.synthetic import FamilySpec, make_store
+from countboard.paths import leaderboard_dir
+from countboard.schema import load_schema
+
+APP = leaderboard_dir() / "app.py"
+GECKO = {"numeracy_accuracy": True, "numeracy_accuracy_ci_low": None, "numeracy_accuracy_ci_high": None}
+MODELS = ["gen_a", "gen_b", "gen_c"]
+
+
+def open_page(monkeypatch, db, page: str, section: str | None = None) -> AppTest:
+    monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(db))
+    monkeypatch.setenv("COUNTBOARD_MLFLOW_UI", "http://ui.example:5000")
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    if section:
+        at.query_params["section"] = section
+    return at.switch_page(page).run()
+
+
+@pytest.fixture(scope="module")
+def two_tasks(tmp_path_factory):
+    """GeckoNum Tasks 1 and 2 of three generators: the task-2 values are the task-1 ones in reverse order."""
+    root = tmp_path_factory.mktemp("gecko_tasks")
+    specs = [FamilySpec("generators", GECKO, MODELS, ["geckonum"], task="geckonum_human_t1", model_kind="generator"),
+             FamilySpec("generators", GECKO, MODELS[::-1], ["geckonum"], task="geckonum_human_t2",
+                        model_kind="generator")]
+    store = make_store(root, specs, seed=2, with_artifacts=False)
+    build_index(store.uri, root / "index.duckdb")
+    return store, root / "index.duckdb"
+
+
+def plotly_values(v) -> list[float]:
+    """A trace's values as Plotly sends them: a list, or a typed array (``dtype`` + base64 ``bdata``)."""
+    if isinstance(v, dict):
+        import base64
+
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).astype(float).tolist()
+    return [float(x) for x in v]
+
+
+def chart(at: AppTest, key_part: str) -> dict:
+    for c in at.get("plotly_chart"):
+        if key_part in (c.proto.id or "") or key_part in c.proto.spec:
+            return json.loads(c.proto.spec)
+    raise AssertionError(f"no chart {key_part!r} on the page")
+
+
+def test_numeracy_tasks_are_ranked_and_compared_apart(monkeypatch, two_tasks):
+    store, db = two_tasks
+    at = open_page(monkeypatch, db, "pages/numeracy.py", section="generators")
+    assert not at.exception, [e.value for e in at.exception]
+    level = at.selectbox(key="f_generators_level_task")
+    assert level.options == ["geckonum_human_t1", "geckonum_human_t2"]
+    for task in level.options:
+        at.selectbox(key="f_generators_level_task").set_value(task).run()
+        table = at.dataframe[0].value
+        runs = store.values.assign(task=["geckonum_human_t1"] * 3 + ["geckonum_human_t2"] * 3)
+        expected = runs[runs.task == task].sort_values("numeracy_accuracy", ascending=False)
+        assert list(table.model) == list(expected.model)
+        assert table.numeracy_accuracy.tolist() == pytest.approx(expected.numeracy_accuracy.tolist())
+        spec = chart(at, "and its 95% interval")
+        xs = [x for tr in spec["data"] if tr.get("error_x") for x in plotly_values(tr["x"])]
+        assert sorted(xs) == pytest.approx(sorted(expected.numeracy_accuracy))  # one task's rows only
+        pair = chart(at, "P(A better than B)")
+        assert len(pair["data"][0]["x"]) == len(MODELS)
+
+
+def test_ranking_by_another_metric_keeps_its_interval_and_pairwise(monkeypatch, filled_index):
+    _, db = filled_index
+    at = open_page(monkeypatch, db, "pages/acs.py")
+    other = next(m for m in load_schema().family_metrics("acs")
+                 if m.interval and m.key != load_schema().families["acs"].main_metric)
+    at.selectbox(key="f_acs_sort").set_value(other.key).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert chart(at, f"{other.display} and its")
+    assert chart(at, f"P(A better than B) by {other.display}")
+    table = at.dataframe[0].value
+    assert list(table.columns[:5]) == ["rank", "model", other.key, other.interval.low, other.interval.high]
+    no_iv = next(m for m in load_schema().family_metrics("acs") if m.interval is None and m.higher_is_better)
+    at.selectbox(key="f_acs_sort").set_value(no_iv.key).run()
+    assert "has none in the schema" in " ".join(i.value for i in at.info)  # said, not silently dropped
+
+
+def test_overview_links_each_family_to_its_own_section_and_shows_its_best_entry(monkeypatch, filled_index):
+    store, db = filled_index
+    at = open_page(monkeypatch, db, "pages/overview.py")
+    links = {p.proto.label: p.proto for p in at.get("page_link")}
+    for fam in load_schema().families.values():
+        if not fam.page:
+            continue
+        link = next(v for k, v in links.items() if k.startswith(fam.display + ":"))
+        assert link.page.endswith(fam.page) or fam.page in link.page
+        assert link.query_string == f"section={fam.key}"
+    text = " ".join(m.value for m in at.markdown)
+    best = store.values[store.values.family == "counters"].sort_values("cnt_f1", ascending=False).iloc[0]
+    assert f"Best: **{best.model}**" in text
+    assert "interval)" in text  # the families with an interval show it
+    assert [m.label for m in at.metric][:3] == ["Runs", "Finished", "Failed"]
+
+
+def test_runs_page_compares_selected_runs(monkeypatch, filled_index):
+    store, db = filled_index
+    at = open_page(monkeypatch, db, "pages/runs.py")
+    at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    ids = list(at.dataframe[0].value.run_id[:2])
+    button = at.get("link_button")[0].proto
+    assert button.url.startswith("http://ui.example:5000/#/compare-runs?runs=")
+    assert all(i in button.url for i in ids)
+    assert any("side by side" in s.value for s in at.subheader)
+
+
+def test_sweep_filter_shows_parent_and_children(monkeypatch, filled_index):
+    store, db = filled_index
+    at = open_page(monkeypatch, db, "pages/runs.py")
+    sweep = store.sweep_run_ids[0]
+    at.selectbox(key="runs_sweep").set_value(sweep).run()
+    table = at.dataframe[0].value
+    assert table.run_id.iloc[0] == sweep and bool(table.is_sweep.iloc[0])
+    assert (table.parent_run_id.iloc[1:] == sweep).all() and len(table) > 1
+
+
+def test_relocate_artifact_uri():
+    assert relocate_artifact_uri("file:///a/s/artifacts/1/r/artifacts", "/a/s", "/b/t") == \
+        "file:///b/t/artifacts/1/r/artifacts"
+    assert relocate_artifact_uri("file:///elsewhere/x", "/a/s", "/b/t") == "file:///elsewhere/x"
+    assert relocate_artifact_uri("file:///a/s/x", None, "/b/t") == "file:///a/s/x"
+
+
+def test_a_moved_store_still_shows_its_artifacts(monkeypatch, tmp_path):
+    specs = [FamilySpec("counters", {"cnt_f1": True, "nmn": False}, ["m1", "m2"], ["fsc147"], task="praco_mosaic",
+                        model_kind="counter")]
+    store = make_store(tmp_path / "old", specs, seed=1)
+    build_index(store.uri, tmp_path / "old" / "index.duckdb")
+    shutil.move(tmp_path / "old", tmp_path / "new")  # the store and its index move together
+    monkeypatch.delenv("COUNTBOARD_STORE", raising=False)
+    at = open_page(monkeypatch, tmp_path / "new" / "index.duckdb", "pages/counters.py")
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.get("image"), [i.value for i in at.info]
+    assert "none of the selected runs has the artifact" not in " ".join(i.value for i in at.info)
+
+
+def test_intervals_and_pairwise_compare_entries_of_one_dataset(monkeypatch, filled_index):
+    store, db = filled_index
+    family = next(f for f in load_schema().families.values()
+                  if (store.values.family == f.key).any() and store.values[store.values.family == f.key].dataset
+                  .nunique() > 1)
+    at = open_page(monkeypatch, db, f"pages/{family.page}.py", section=family.key)
+    assert not at.exception, [e.value for e in at.exception]
+    for title in ("P(A better than B)", "and its"):
+        spec = chart(at, title)
+        labels = {str(y) for tr in spec["data"] for y in (tr.get("y") if isinstance(tr.get("y"), list) else [])}
+        datasets = {d for d in store.values.dataset.unique() if any(d in lab for lab in labels)}
+        assert len(datasets) == 1, (title, labels)
