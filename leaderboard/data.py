@@ -22,7 +22,6 @@ from countboard.index.artifacts import (
     ArtifactPathError,
     fetch_artifact,
     relocate_artifact_uri,
-    resolve_artifact,
 )
 from countboard.index.reader import connect_readonly, use_index
 from countboard.schema import FamilyInfo, IntervalInfo, MetricInfo, load_schema

@@ -164,13 +164,16 @@ def _console_errors(events: list[dict]) -> list[str]:
 
 async def _settle(call, name: str, timeout: float = 90.0) -> dict:
     """Probe until the script has finished and the page's main element is drawn, twice in a row."""
-    deadline, stable, probe = time.time() + timeout, 0, {}
+    deadline, stable, probe, previous = time.time() + timeout, 0, {}, {}
     await asyncio.sleep(1.0)
     while time.time() < deadline:
         res = await call("Runtime.evaluate", expression=PROBE, returnByValue=True)
         probe = json.loads(res["result"]["value"])
-        drawn = probe["links"] if name == "overview" else (probe["text"] if name in NO_TABLE else probe["tables"])
-        stable = stable + 1 if drawn and not probe["running"] else 0
+        drawn = probe["links"] if name == "overview" else (probe["text"] if name in NO_TABLE else probe["cells"])
+        # settled: drawn, not running, and the same first cells twice (the grid fills its cells lazily)
+        same = probe["cells"] == previous.get("cells")
+        stable = stable + 1 if drawn and not probe["running"] and same else 0
+        previous = probe
         if stable >= 2 or probe["exceptions"]:
             return probe
         await asyncio.sleep(0.5)
