@@ -29,7 +29,7 @@ from countboard.schema import FamilyInfo, IntervalInfo, MetricInfo, load_schema
 DB_ENV = "COUNTBOARD_INDEX_DB"
 STORE_ENV = "COUNTBOARD_STORE"
 DEFAULT_COLUMNS = 10
-PARTIAL_COLUMN = "is_partial"
+PARTIAL_COLUMN = "partial"  # the index's flag of runs over a subset of their cell (smoke runs)
 
 
 def db_path() -> Path:
@@ -189,7 +189,7 @@ class Filters:
     dataset: str | None = None
     split: str | None = None
     levels: tuple[tuple[str, str | None], ...] = ()  # (view column, value or None for all)
-    include_partial: bool = True
+    include_partial: bool = False
 
 
 def has_partial_column(key: str) -> bool:
@@ -221,10 +221,10 @@ def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = Tr
     keys = [m.key for m in view_metrics(key)]
     reporting = query(queries.tasks_reporting(key, sort.key))
     by_task = not reporting.empty and int(reporting.n.iloc[0]) > 1
-    exclude = not filters.include_partial and has_partial_column(key)
+    partial = filters.include_partial and has_partial_column(key)
     levels = tuple(c for c, _ in filters.levels)
     sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns, keys, by_task,
-                          levels=levels, exclude_partial=exclude)
+                          levels=levels, include_partial=partial)
     params = (filters.dataset, filters.dataset, filters.split, filters.split,
               *(x for _, v in filters.levels for x in (v, v)))
     df = query(sql, params)

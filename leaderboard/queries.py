@@ -104,11 +104,12 @@ def tasks_reporting(family: str, key: str) -> str:
 
 def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
             columns: list[str] | None = None, metric_keys: list[str] | None = None, by_task: bool = False,
-            levels: tuple[str, ...] = (), exclude_partial: bool = False) -> str:
+            levels: tuple[str, ...] = (), include_partial: bool = False) -> str:
     """Runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
 
     Parameters, in order: dataset, dataset, split, split, then value, value per column of ``levels`` (NULL for
-    "all"). ``exclude_partial`` leaves out rows whose ``is_partial`` is true (the view must have that column).
+    "all"). Partial runs (``partial``: over a subset of their cell's units, e.g. smoke runs) never rank unless
+    ``include_partial``; then they form entries of their own (``partial`` true), apart from the complete runs.
 
     With ``latest_only`` the rows are entries, not runs: one per subject (the generator a run judges, else its
     model) × dataset × split × evaluator, merging the most recent run of each task (a counter's negative-label and
@@ -121,8 +122,8 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     order = f"{quote_identifier(sort_key)} {'DESC' if descending else 'ASC'} NULLS LAST, model, run_id"
     where = "(? IS NULL OR dataset = ?) AND (? IS NULL OR split = ?)"
     where += "".join(f" AND (? IS NULL OR {quote_identifier(c)} = ?)" for c in levels)
-    if exclude_partial:
-        where += " AND NOT coalesce(is_partial, false)"
+    if not include_partial and not latest_only:
+        where += " AND NOT coalesce(partial, false)"
     if not latest_only:
         cols = "*" if columns is None else ", ".join(dict.fromkeys(
             [*map(quote_identifier, VIEW_RUN_COLUMNS), *map(quote_identifier, columns), quote_identifier(sort_key)]))
@@ -133,14 +134,18 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     s = quote_identifier(sort_key)
     by_task = by_task or "task" in levels
     group = "coalesce(generator, model), dataset, split, evaluator" + (", task" if by_task else "")
+    latest = f"({LATEST_COLUMN} OR partial)" if include_partial else LATEST_COLUMN
+    if include_partial:  # the latest smoke run of an entry stands beside its complete run, never merged into it
+        group += ", partial"
     merged = "".join(f",\n  arg_max({quote_identifier(k)}, end_time) FILTER (WHERE {quote_identifier(k)} IS NOT NULL)"
                      f" AS {quote_identifier(k)}" for k in keys)
     return (
-        f"WITH latest AS (SELECT * FROM {view} WHERE {where} AND {LATEST_COLUMN})\n"
+        f"WITH latest AS (SELECT * FROM {view} WHERE {where} AND {latest})\n"
         f"SELECT coalesce(generator, model) AS model, dataset, split, evaluator,\n"
         f"  coalesce(arg_max(run_id, end_time) FILTER (WHERE {s} IS NOT NULL), arg_max(run_id, end_time)) AS run_id,\n"
         f"  arg_max(experiment_id, end_time) AS experiment_id, list(run_id ORDER BY end_time DESC) AS run_ids,\n"
-        f"  string_agg(DISTINCT task, ', ' ORDER BY task) AS task, max(end_time) AS end_time{merged}\n"
+        f"  string_agg(DISTINCT task, ', ' ORDER BY task) AS task, max(end_time) AS end_time{merged}"
+        f"{', partial' if include_partial else ''}\n"
         f"FROM latest GROUP BY {group}\n"
         f"{f'HAVING count({s}) > 0' if by_task else ''}\n"
         f"ORDER BY {order}")
