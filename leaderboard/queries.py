@@ -97,6 +97,11 @@ RUN_TAGS = "SELECT key, value FROM tags WHERE run_id = ? ORDER BY key"
 RUN_METRICS = "SELECT key, value, step, timestamp FROM metrics WHERE run_id = ? ORDER BY key"
 
 
+def family_rows(family: str) -> str:
+    """Every run row of the family's view (e.g. for the paper-layout table, which merges tasks itself)."""
+    return f"SELECT * FROM {view_name(family)}"
+
+
 def tasks_reporting(family: str, key: str) -> str:
     """How many tasks of the family report metric ``key``."""
     return f"SELECT count(DISTINCT task) AS n FROM {view_name(family)} WHERE {quote_identifier(key)} IS NOT NULL"

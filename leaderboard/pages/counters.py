@@ -1,14 +1,50 @@
-"""Counters page: the families with ``page: counters`` (PrACo prompt-aware counters)."""
+"""Counters page: the families with ``page: counters`` (PrACo prompt-aware counters), then the paper's table."""
 
 from __future__ import annotations
 
+import streamlit as st
+
+import data
 import family
+import queries
+from countboard.index.praco_table import CONVENTIONS, praco_caption, praco_table, table_csv, table_latex
 
 PAGE = "counters"
+FAMILY = "counters"
+
+
+@st.fragment
+def paper_table() -> None:
+    """Tables 1-2 of the PrACo paper (NMN, PCCN, CntP, CntR, CntF1, MAE, RMSE), as CSV and LaTeX downloads."""
+    st.header("The paper's table (PrACo Tables 1-2)")
+    if not data.has_family_view(FAMILY) or data.choices(FAMILY).empty:
+        st.info("No counter runs yet: the table fills from praco_negative, praco_mosaic and classic runs, and "
+                "from results imported with `countboard import-praco`.")
+        return
+    choices = data.choices(FAMILY).dropna()
+    cols = st.columns(3)
+    convention = cols[0].radio("Convention", CONVENTIONS, horizontal=True, key="praco_table_convention",
+                               help="paper: the paper's definitions; released: the authors' released scorer "
+                                    "(official_* metrics; CntR differs, see docs/praco.md)")
+    dataset = cols[1].selectbox("Dataset", sorted(set(choices.dataset)), key="praco_table_dataset")
+    split = cols[2].selectbox("Split", sorted(set(choices[choices.dataset == dataset].split)), key="praco_table_split")
+    table = praco_table(data.query(queries.family_rows(FAMILY)), convention, dataset, split)
+    caption = praco_caption(convention, split, dataset)
+    if table.empty:
+        st.info(f"No counter run on {dataset} / {split} reports the paper's metrics.")
+        return
+    st.caption(caption)
+    st.dataframe(table, hide_index=True, width="stretch")
+    left, right = st.columns(2)
+    name = f"praco_{dataset}_{split}_{convention}"
+    left.download_button("CSV", table_csv(table), f"{name}.csv", mime="text/csv", key="praco_table_csv")
+    right.download_button("LaTeX", table_latex(table, caption), f"{name}.tex", mime="application/x-tex",
+                          key="praco_table_tex")
 
 
 def main() -> None:
     family.render_page(PAGE)
+    paper_table()
 
 
 if __name__ == "__main__":

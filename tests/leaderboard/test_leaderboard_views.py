@@ -166,3 +166,31 @@ def test_intervals_and_pairwise_compare_entries_of_one_dataset(monkeypatch, fill
         labels = {str(y) for tr in spec["data"] for y in (tr.get("y") if isinstance(tr.get("y"), list) else [])}
         datasets = {d for d in store.values.dataset.unique() if any(d in lab for lab in labels)}
         assert len(datasets) == 1, (title, labels)
+
+
+def test_counters_page_offers_the_papers_table_in_both_conventions(monkeypatch, tmp_path):
+    """An imported PrACo result appears in the paper-layout table; the convention switch changes CntR only."""
+    from tests.fixtures.praco_release import MODEL, write_release
+
+    from countboard.commands.import_praco import import_praco
+    from countboard.index.builder import build_index
+    from countboard.tracking.store import open_store
+
+    release = write_release(tmp_path / "rel")
+    tracker = open_store(str(tmp_path / "mlruns"), create=True)
+    metrics = import_praco(release["model_dir"], release["meta"], tracker, exclude=release["exclude"]).scored.metrics
+    build_index(tracker.uri, tmp_path / "index.duckdb")
+    monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(tmp_path / "index.duckdb"))
+    at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=60).switch_page("pages/counters.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+
+    def paper_table():
+        return next(df.value for df in at.dataframe if "Method" in df.value).set_index("Method")
+
+    assert paper_table().loc[MODEL, "CntR"] == pytest.approx(metrics["cnt_recall"])
+    assert any("paper" in c.value.lower() for c in at.caption)
+    at.radio(key="praco_table_convention").set_value("released").run()
+    table = paper_table()
+    assert table.loc[MODEL, "CntR"] == pytest.approx(metrics["official_avg_cnt_recall"])
+    assert table.loc[MODEL, "CntF1"] == pytest.approx(metrics["official_avg_cnt_fscore"])
+    assert len(at.get("download_button")) == 2
