@@ -23,6 +23,7 @@ from countboard.index.artifacts import (
     fetch_artifact,
     relocate_artifact_uri,
 )
+from countboard.index.ddl import CELLS_SUFFIX, SPREAD_SUFFIX
 from countboard.index.reader import connect_readonly, use_index
 from countboard.schema import FamilyInfo, IntervalInfo, MetricInfo, load_schema
 
@@ -223,8 +224,9 @@ def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = Tr
     by_task = not reporting.empty and int(reporting.n.iloc[0]) > 1
     partial = filters.include_partial and has_partial_column(key)
     levels = tuple(c for c, _ in filters.levels)
+    seeds = latest_only and f"{sort.key}{SPREAD_SUFFIX}" in view_columns(f"{key}{CELLS_SUFFIX}")
     sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns, keys, by_task,
-                          levels=levels, include_partial=partial)
+                          levels=levels, include_partial=partial, seeds=seeds)
     params = (filters.dataset, filters.dataset, filters.split, filters.split,
               *(x for _, v in filters.levels for x in (v, v)))
     df = query(sql, params)

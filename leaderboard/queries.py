@@ -3,7 +3,14 @@ and column names, which pass ``countboard.index.ddl.quote_identifier`` (snake_ca
 
 from __future__ import annotations
 
-from countboard.index.ddl import LATEST_COLUMN, VIEW_RUN_COLUMNS, quote_identifier, view_name
+from countboard.index.ddl import (
+    CELLS_SUFFIX,
+    LATEST_COLUMN,
+    SPREAD_SUFFIX,
+    VIEW_RUN_COLUMNS,
+    quote_identifier,
+    view_name,
+)
 
 HAS_VIEW = "SELECT count(*) AS n FROM duckdb_views() WHERE view_name = ? AND database_name = current_database()"
 
@@ -109,7 +116,7 @@ def tasks_reporting(family: str, key: str) -> str:
 
 def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
             columns: list[str] | None = None, metric_keys: list[str] | None = None, by_task: bool = False,
-            levels: tuple[str, ...] = (), include_partial: bool = False) -> str:
+            levels: tuple[str, ...] = (), include_partial: bool = False, seeds: bool = False) -> str:
     """Runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
 
     Parameters, in order: dataset, dataset, split, split, then value, value per column of ``levels`` (NULL for
@@ -122,8 +129,11 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     run that gave ``sort_key`` and ``run_ids`` lists them all. ``metric_keys`` (all metric columns of the view) is
     needed then; ``columns`` narrows the metric columns returned (all when None). ``by_task`` keeps the tasks
     apart (one entry per task, tasks without the ranked metric left out), for when several tasks report it.
+    ``seeds`` (with ``latest_only``) reads the family's cells view: a cell's seeds are one row, each metric their
+    mean, with ``n_runs`` and the ranked metric's spread (``<key>__std``) beside it.
     """
-    view = view_name(family)
+    seeds = seeds and latest_only
+    view = view_name(family + CELLS_SUFFIX) if seeds else view_name(family)
     order = f"{quote_identifier(sort_key)} {'DESC' if descending else 'ASC'} NULLS LAST, model, run_id"
     where = "(? IS NULL OR dataset = ?) AND (? IS NULL OR split = ?)"
     where += "".join(f" AND (? IS NULL OR {quote_identifier(c)} = ?)" for c in levels)
@@ -144,6 +154,10 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
         group += ", partial"
     merged = "".join(f",\n  arg_max({quote_identifier(k)}, end_time) FILTER (WHERE {quote_identifier(k)} IS NOT NULL)"
                      f" AS {quote_identifier(k)}" for k in keys)
+    if seeds:
+        spread = quote_identifier(sort_key + SPREAD_SUFFIX)
+        merged += (f",\n  arg_max({spread}, end_time) FILTER (WHERE {s} IS NOT NULL) AS {spread},"
+                   f"\n  arg_max(n_runs, end_time) FILTER (WHERE {s} IS NOT NULL) AS n_runs")
     return (
         f"WITH latest AS (SELECT * FROM {view} WHERE {where} AND {latest})\n"
         f"SELECT coalesce(generator, model) AS model, dataset, split, evaluator,\n"

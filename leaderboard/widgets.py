@@ -8,6 +8,7 @@ import streamlit as st
 
 import data
 import ranking
+from countboard.index.ddl import SPREAD_SUFFIX
 from countboard.schema import IntervalInfo, MetricInfo
 
 MISSING = "—"
@@ -153,6 +154,10 @@ def ranking_frame(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo,
     if interval is not None:
         out[interval.low] = df[interval.low].to_numpy(dtype=float)
         out[interval.high] = df[interval.high].to_numpy(dtype=float)
+    spread = f"{sort.key}{SPREAD_SUFFIX}"
+    if spread in df and "n_runs" in df and (df["n_runs"] > 1).any():  # seeds of a cell: mean, spread and n
+        out[spread] = df[spread].to_numpy(dtype=float)
+        out["n_runs"] = df["n_runs"].to_numpy(dtype=int)
     for col in ("dataset", "split", *extra):
         out[col] = df[col].astype(object).where(df[col].notna(), MISSING).to_numpy()
     for m in metrics:
@@ -197,6 +202,13 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
         for bound, side in ((interval.low, "low"), (interval.high, "high")):
             config[bound] = st.column_config.NumberColumn(f"{pct} {side}", pinned=True)
             formats[bound] = _formatter(sort.fmt)
+    spread = f"{sort.key}{SPREAD_SUFFIX}"
+    if spread in frame:
+        config[spread] = st.column_config.NumberColumn("± sd (seeds)", pinned=True,
+                                                       help="Standard deviation of the ranked metric over the seeds "
+                                                            "of the cell; the value is their mean.")
+        formats[spread] = _formatter(sort.fmt)
+        config["n_runs"] = st.column_config.NumberColumn("seeds", pinned=True)
     config["run"] = st.column_config.LinkColumn("MLflow", display_text="open run")
     config["rank"] = st.column_config.TextColumn("#", pinned=True, help="Rank within dataset and split; entries "
                                                  "whose intervals overlap share a rank range, equal values a rank.")

@@ -212,7 +212,8 @@ def make_store(store_dir: str | Path, specs: list[FamilySpec], *, seed: int = 0,
             skill = skills[model] - (0.05 * spec.evaluators.index(evaluator) if evaluator else 0.0)
             tags = {"model": model, "dataset": dataset, "split": split, "task": spec.task or spec.family,
                     "model_kind": spec.model_kind or DEFAULT_KINDS.get(spec.family, "counter"),
-                    "family": spec.family, "config_hash": f"{model}-{dataset}-{split}-{evaluator}-{rep}",
+                    "family": spec.family,  # a cell's identity includes its task, as a real config_hash does
+                    "config_hash": f"{model}-{dataset}-{split}-{evaluator}-{spec.task or spec.family}-{rep}",
                     "git_commit": "0" * 40, "countboard_version": "0.1.0", "device": "cpu",
                     "mlflow.parentRunId": parent.info.run_id}
             if evaluator:
