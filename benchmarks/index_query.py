@@ -39,9 +39,11 @@ import pandas as pd
 from countboard.index import build_index
 from countboard.index.ddl import LATEST_COLUMN, VIEW_RUN_COLUMNS
 from countboard.index.reader import connect_readonly, use_index
-from countboard.index.synthetic import local_store
 from countboard.paths import leaderboard_dir
 from countboard.schema import load_schema
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the generated store is a test fixture
+from tests.fixtures.synthetic_store import local_store  # noqa: E402
 
 sys.path.insert(0, str(leaderboard_dir()))
 import queries  # noqa: E402  (the leaderboard's SQL)

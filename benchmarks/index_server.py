@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from countboard.index import build_index
-from countboard.index.synthetic import local_store
 from countboard.schema import load_schema
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the generated store is a test fixture
+from tests.fixtures.synthetic_store import local_store  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILY = "counters"

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from countboard.index import build_index
-from countboard.index.synthetic import FamilySpec, make_store
 from tests.conftest import run_sweep, sweep_env
 from tests.faults.conftest import TOY, cell_runs
+from tests.fixtures.synthetic_store import FamilySpec, make_store
 
 
 @pytest.mark.slow

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from countboard.index.synthetic import FamilySpec, make_store
+from tests.fixtures.synthetic_store import FamilySpec, make_store
 
 SPECS = [
     FamilySpec("counters", {"cnt_f1": True, "mae": False, "n_samples": None}, ["alpha", "beta", "gamma"],

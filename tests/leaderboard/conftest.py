@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 import pytest
+from tests.fixtures.synthetic_store import make_store, specs_from_schema
 
 from countboard.index import build_index
-from countboard.index.synthetic import make_store, specs_from_schema
 from countboard.paths import leaderboard_dir
 
 # The app's modules import each other by name, as under `streamlit run`.

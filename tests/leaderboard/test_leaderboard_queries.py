@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
+from tests.fixtures.synthetic_store import FamilySpec, make_store
 
 import queries
 from countboard.index import build_index
 from countboard.index.reader import connect_readonly
-from countboard.index.synthetic import FamilySpec, make_store
 
 MODELS = ["alpha", "beta", "gamma"]
 KEYS = ["nmn", "mae", "cnt_f1"]

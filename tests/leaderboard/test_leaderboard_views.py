@@ -9,10 +9,10 @@ import shutil
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from tests.fixtures.synthetic_store import FamilySpec, make_store
 
 from countboard.index import build_index
 from countboard.index.artifacts import relocate_artifact_uri
-from countboard.index.synthetic import FamilySpec, make_store
 from countboard.paths import leaderboard_dir
 from countboard.schema import load_schema
 
