@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.countboard-installed
 
-.PHONY: install demo test test-fast lint bench clean-store
+.PHONY: install demo test test-fast test-integration lint bench bench-quick clean-store
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,14 +27,22 @@ demo: install
 test: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
+test-integration: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m integration tests/integration -p no:cacheprovider
+
 test-fast: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 lint: install
 	$(BIN)/ruff check src tests leaderboard benchmarks
 
+BENCHES := $(filter-out benchmarks/bcc_quapy.py benchmarks/index_server.py,$(wildcard benchmarks/*.py))
+
 bench: install
-	@for b in benchmarks/*.py; do echo "== $$b"; HF_HUB_OFFLINE=1 $(PY) $$b || exit 1; done
+	@for b in $(BENCHES); do echo "== $$b"; HF_HUB_OFFLINE=1 $(PY) $$b || exit 1; done
+
+bench-quick: install
+	@for b in $(BENCHES); do echo "== $$b --quick"; HF_HUB_OFFLINE=1 $(PY) $$b --quick || exit 1; done
 
 clean-store:
 	rm -rf $(STORE)/mlflow.db $(STORE)/artifacts $(STORE)/index.duckdb
