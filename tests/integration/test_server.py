@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 from countboard.cli import main as cli_main
 from countboard.index.reader import connect_readonly
 from countboard.paths import leaderboard_dir
+from countboard.schema import load_schema
 from tests.conftest import FIXTURES, run_sweep, store_runs, sweep_env
 
 pytestmark = pytest.mark.integration
@@ -47,7 +49,8 @@ def test_sweep_rerun_and_kill_resume_on_the_server(mlflow_server, tmp_path):
     assert list(mlflow_server.artifacts.rglob("samples.parquet"))
 
     again = run_sweep(grid, tmp_path)
-    assert (again.stdout + again.stderr).count("skip model=") == 4 and len(server_runs(url, "grid")) == 5
+    skipped = re.findall(r"skip .*: finished run", again.stdout + again.stderr)
+    assert len(skipped) == 4 and len(server_runs(url, "grid")) == 5
 
     calls = tmp_path / "calls.log"
     killed = [*TOY, f"task.calls_log={calls}", "task.kill_at=u008", "checkpoint_every=4", *to_server(url, "kill")]
@@ -59,25 +62,28 @@ def test_sweep_rerun_and_kill_resume_on_the_server(mlflow_server, tmp_path):
 
 
 def _leaderboard_view(db, monkeypatch) -> dict:
-    """What the leaderboard's data layer shows of the counters: mosaic images and count-drift tables, by cell."""
+    """What the leaderboard's data layer shows of the counters: mosaic images and count-drift tables, by cell
+    (the artifacts the Counters page's figures read, as the schema declares them)."""
     if str(leaderboard_dir()) not in sys.path:
         sys.path.insert(0, str(leaderboard_dir()))
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(db))
-    import counters
     import data
+
+    figures = {f.kind: f for f in load_schema().families["counters"].figures}
+    mosaic_prefix, drift_table = figures["density_gallery"].get("prefix"), figures["drift"].get("table")
 
     con = connect_readonly(db)
     cells = con.execute("SELECT run_id, model, task FROM runs WHERE family = 'counters' AND NOT is_sweep").df()
     con.close()
     view = {}
     for run_id, model, task in cells.itertuples(index=False):
-        files = data.artifacts([run_id], counters.MOSAIC_PREFIX)
+        files = data.artifacts([run_id], mosaic_prefix)
         images = {}
         for path in files.path:
             local = data.artifact_file(run_id, path)
             assert local is not None, f"{path} of {model}/{task} listed but not readable"
             images[path] = hashlib.sha256(local.read_bytes()).hexdigest()
-        drift = data.read_table(run_id, counters.DRIFT_TABLE)
+        drift = data.read_table(run_id, drift_table)
         view[(model, task)] = (images, drift)
     return view
 
