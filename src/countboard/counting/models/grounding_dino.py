@@ -28,7 +28,7 @@ from countboard.counting.models.detect_count import cxcywh_to_yxyx, select_detec
 from countboard.counting.models.prompt_batching import group_by_image
 from countboard.items import ImageItem
 from countboard.models.base import Counter, boxes_to_density
-from countboard.models.hf_loading import load_pretrained
+from countboard.models.hf_loading import load_processor_and_model
 
 
 @dataclass
@@ -93,9 +93,8 @@ class GroundingDinoCounter(Counter):
         self.nms_iou = float(nms_iou)
         self.prompt_template = prompt_template
         self.prompt_batch_size = int(prompt_batch_size)
-        self.processor = load_pretrained(GroundingDinoProcessor, model_id, "Grounding DINO processor")
-        model = load_pretrained(GroundingDinoForObjectDetection, model_id, "Grounding DINO model")
-        self.model = model.to(device).eval()
+        self.processor, self.model = load_processor_and_model(
+            GroundingDinoProcessor, GroundingDinoForObjectDetection, model_id, "Grounding DINO", device)
         self._backbone = CachedBackbone(self.model.model.backbone)
         self.model.model.backbone = self._backbone
 
