@@ -25,7 +25,7 @@ from scipy import ndimage
 
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
 from countboard.items import ImageItem
-from countboard.models.base import Counter
+from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
 
 _EIGHT_CONNECTED = np.ones((3, 3), dtype=bool)
@@ -139,8 +139,7 @@ class ClipSegCounter(Counter):
     @torch.inference_mode()
     def decode(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
         """Decoder once per image over all of its prompts, then the region calibration per pair."""
-        if len(features) != len(prompts):
-            raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
+        check_one_prompt_each(features, prompts, "image features", "pair")
         out: list[np.ndarray | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             probs = self.probabilities(feat, [prompts[i] for i in idx])

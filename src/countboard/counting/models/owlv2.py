@@ -20,7 +20,7 @@ import torch
 from countboard.counting.models.detect_count import cxcywh_to_yxyx, select_detections
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
 from countboard.items import ImageItem
-from countboard.models.base import Counter, boxes_to_density
+from countboard.models.base import Counter, boxes_to_density, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
 
 
@@ -102,8 +102,7 @@ class Owlv2Counter(Counter):
 
         One class-head call per distinct image, over all of that image's prompts.
         """
-        if len(features) != len(prompts):
-            raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
+        check_one_prompt_each(features, prompts, "image features", "pair")
         out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             queries = self._text([prompts[i] for i in idx])
