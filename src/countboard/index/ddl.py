@@ -136,9 +136,15 @@ def family_table_sql(family: str, metric_keys: Iterable[str]) -> str:
              f"LEFT JOIN ({_tag_columns()}) t ON t.run_id = r.run_id\n"
              f"WHERE r.family = {quote_literal(family)} AND r.status = 'FINISHED' AND NOT r.is_sweep\n"
              f"GROUP BY ALL")
-    return (f"CREATE OR REPLACE TABLE {wide_table(family)} AS\n"
+    return _latest_marked_table(wide_table(family), pivot)
+
+
+def _latest_marked_table(table: str, select_sql: str) -> str:
+    """``CREATE TABLE table`` of ``select_sql``'s rows with ``LATEST_COLUMN``: true on the most recent complete
+    row of each entry (partial rows never latest; ties broken by ``run_id``)."""
+    return (f"CREATE OR REPLACE TABLE {table} AS\n"
             f"SELECT *, NOT partial AND row_number() OVER (PARTITION BY {_ENTRY} "
-            f"ORDER BY partial, end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\nFROM (\n{pivot})")
+            f"ORDER BY partial, end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\nFROM (\n{select_sql})")
 
 
 def cells_view_name(family: str) -> str:
@@ -162,9 +168,7 @@ def cells_table_sql(family: str, metric_keys: Iterable[str]) -> str:
              f"min(n_units) AS n_units, max(total_units) AS total_units, min(seed) AS seed, "
              f"{group} AS replicate_hash, count(*) AS n_runs{stats}\n"
              f"FROM {wide_table(family)} GROUP BY {group}")
-    return (f"CREATE OR REPLACE TABLE {wide_table(family + CELLS_SUFFIX)} AS\n"
-            f"SELECT *, NOT partial AND row_number() OVER (PARTITION BY {_ENTRY} "
-            f"ORDER BY partial, end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\nFROM (\n{inner})")
+    return _latest_marked_table(wide_table(family + CELLS_SUFFIX), inner)
 
 
 def cells_view_sql(family: str) -> str:

@@ -147,6 +147,16 @@ def grounding_metrics(heatmap: np.ndarray, box: Sequence[float], *, tau: float =
     penalty = float((a * dist).sum())
     b_penalty = float((binary * dist).sum())
     hit, uncertain = pointing_game(a, b, tau=tau, delta=delta, tie_tol=tie_tol)
+    return {**_mass_ratios(s_in, total, area, b_in, b_total, penalty, b_penalty),
+            "pg_hit": hit, "pg_uncertain": uncertain, "empty_map": 0}
+
+
+def _mass_ratios(s_in, total, area, b_in, b_total, penalty, b_penalty) -> dict:
+    """The overlap and distance-penalty metrics from a map's mass sums (floats, or arrays of one per map).
+
+    ``s_in``/``total``: map mass inside the box / overall; ``b_*``: the same for the binarised map; ``area``: box
+    pixels; ``penalty``/``b_penalty``: mass weighted by the distance to the box.
+    """
     return {
         "iou_soft": s_in / (total + area - s_in),
         "dice_soft": 2 * s_in / (total + area),
@@ -155,9 +165,6 @@ def grounding_metrics(heatmap: np.ndarray, box: Sequence[float], *, tau: float =
         "wdp": penalty / (penalty + total + EPS),
         "wdp_binary": b_penalty / (b_penalty + b_total + EPS),
         "io_ratio": s_in / total,
-        "pg_hit": hit,
-        "pg_uncertain": uncertain,
-        "empty_map": 0,
     }
 
 
@@ -250,17 +257,8 @@ def _chunk_metrics(x: np.ndarray, boxes: np.ndarray, tau: float, delta: float, n
         ak = (xk - lo[k]) / span[k] if normalize else xk
         uncertain[k] = pg_uncertain(ak, tuple(boxes[k]), tau=tau, delta=delta, tie_tol=tie_tol)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = {
-            "iou_soft": s_in / (total + area - s_in),
-            "dice_soft": 2 * s_in / (total + area),
-            "iou_binary": b_in / (b_total + area - b_in),
-            "dice_binary": 2 * b_in / (b_total + area),
-            "wdp": penalty / (penalty + total + EPS),
-            "wdp_binary": b_penalty / (b_penalty + b_total + EPS),
-            "io_ratio": s_in / total,
-            "pg_hit": hit.astype(np.float64),
-            "pg_uncertain": uncertain,
-        }
+        out = {**_mass_ratios(s_in, total, area, b_in, b_total, penalty, b_penalty),
+               "pg_hit": hit.astype(np.float64), "pg_uncertain": uncertain}
     for key in METRIC_KEYS:
         out[key] = np.where(valid, np.where(empty, 0.0, out[key]), np.nan)
     out["empty_map"] = (empty & valid).astype(np.float64)

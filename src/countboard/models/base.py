@@ -57,13 +57,26 @@ class Counter(ABC):
 
     def density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
         """Density maps of ``items[i]`` prompted with ``prompts[i]`` (encode then decode)."""
-        if len(items) != len(prompts):
-            raise ValueError(f"{len(items)} images but {len(prompts)} prompts: pass one prompt per image")
+        check_one_prompt_each(items, prompts)
         return self.decode(self.encode_images(items), prompts)
 
     def count(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> np.ndarray:
         """Counts (density map sums) of ``items[i]`` prompted with ``prompts[i]``."""
         return np.array([float(m.sum()) for m in self.density(items, prompts)])
+
+
+def check_one_prompt_each(features: Sequence[Any], prompts: Sequence[str], what: str = "images",
+                          per: str = "image") -> None:
+    """``ValueError`` unless ``prompts`` holds one prompt per entry of ``features`` (named ``what`` in the message).
+
+    Example:
+        >>> check_one_prompt_each([1, 2], ["cats"])
+        Traceback (most recent call last):
+        ...
+        ValueError: 2 images but 1 prompts: pass one prompt per image
+    """
+    if len(features) != len(prompts):
+        raise ValueError(f"{len(features)} {what} but {len(prompts)} prompts: pass one prompt per {per}")
 
 
 def boxes_to_density(boxes: np.ndarray, scores: np.ndarray | None, size: tuple[int, int]) -> np.ndarray:

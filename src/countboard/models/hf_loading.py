@@ -22,6 +22,20 @@ def load_pretrained(loader, model_id: str, what: str):
         ) from exc
 
 
+def load_processor_and_model(processor_cls, model_cls, model_id: str, name: str, device: str):
+    """The processor and the model (on ``device``, in eval mode) saved under ``model_id``, with ``load_pretrained``.
+
+    Args:
+        processor_cls, model_cls: transformers classes with ``from_pretrained``.
+        model_id: Hub id or local directory.
+        name: The model family, for messages (``"OWLv2"`` gives "OWLv2 processor" and "OWLv2 model").
+        device: ``"cpu"`` or ``"cuda"``.
+    """
+    processor = load_pretrained(processor_cls, model_id, f"{name} processor")
+    model = load_pretrained(model_cls, model_id, f"{name} model").to(device).eval()
+    return processor, model
+
+
 def byte_level_clip_tokenizer():
     """A CLIP tokenizer built offline: byte-level, no merges, every character a token (vocabulary of 514).
 

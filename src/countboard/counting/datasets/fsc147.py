@@ -96,7 +96,22 @@ def _has_points(ann: dict) -> bool:
     return "points" in ann or "points_per_class" in ann
 
 
-class FSC147Dataset(ImageDataset):
+class ListedSplitDataset(ImageDataset):
+    """An ``ImageDataset`` whose split keeps its image ids in ``_ids`` and its classes in ``_classes``, in order."""
+
+    _ids: list[str]
+    _classes: list[str]
+
+    @property
+    def image_ids(self) -> list[str]:
+        return list(self._ids)
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self._classes)
+
+
+class FSC147Dataset(ListedSplitDataset):
     """One split of FSC-147 (or of a dataset written in its layout).
 
     Args:
@@ -190,14 +205,6 @@ class FSC147Dataset(ImageDataset):
                 f"{len(missing)} of the {len(self._ids)} images of split {self.split!r} are missing "
                 f"(e.g. {', '.join(missing[:5])}); expected files {IMAGE_DIR}/<image id> for the ids in "
                 f"{SPLITS_FILE}. {HOW_TO_GET}")
-
-    @property
-    def image_ids(self) -> list[str]:
-        return list(self._ids)
-
-    @property
-    def classes(self) -> list[str]:
-        return list(self._classes)
 
     def class_of(self, image_id: str) -> str:
         return self._class_of[image_id]

@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from countboard.counting.datasets.fsc147 import ListedSplitDataset
 from countboard.errors import ConfigError, DataNotFoundError
-from countboard.items import ImageDataset, ImageItem
+from countboard.items import ImageItem
 
 ANNOTATIONS = "annotations.json"
 CLASS_MAPPING = "class_mapping.json"
@@ -36,7 +37,7 @@ HOW_TO_GET = ("The PrACo++ metadata ships with the PrACo repository (multi-class
               "`dataset.root`/images/.")
 
 
-class PracoMulticlassDataset(ImageDataset):
+class PracoMulticlassDataset(ListedSplitDataset):
     """One split of the PrACo++ multi-class benchmark: images with several annotated classes.
 
     ``class_of`` is an image's most numerous class (the ``ImageDataset`` contract); ``counts_of`` gives every class.
@@ -97,14 +98,6 @@ class PracoMulticlassDataset(ImageDataset):
             if dict(from_points) != listed:
                 raise ConfigError(f"{self.root / CLASS_COUNTS}: counts of {image_id!r} ({listed}) differ from its "
                                   f"points in {ANNOTATIONS} ({dict(from_points)})")
-
-    @property
-    def image_ids(self) -> list[str]:
-        return list(self._ids)
-
-    @property
-    def classes(self) -> list[str]:
-        return list(self._classes)
 
     def counts_of(self, image_id: str) -> dict[str, int]:
         """Ground-truth count of every class of the split in the image (0 where absent)."""

@@ -8,7 +8,7 @@ import numpy as np
 
 from countboard.counting.datasets.mosaic import points_to_density
 from countboard.items import ImageItem
-from countboard.models.base import Counter
+from countboard.models.base import Counter, check_one_prompt_each
 
 
 class ClassBlindCounter(Counter):
@@ -24,10 +24,6 @@ class ClassBlindCounter(Counter):
         [2.0, 2.0]
     """
 
-    def __init__(self, device: str = "cpu"):
-        super().__init__(device=device)
-
     def decode(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
-        if len(features) != len(prompts):
-            raise ValueError(f"{len(features)} images but {len(prompts)} prompts: pass one prompt per image")
+        check_one_prompt_each(features, prompts)
         return [points_to_density(item.all_points, item.size) for item in features]

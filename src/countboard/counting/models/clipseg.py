@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from scipy import ndimage
 
-from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image
+from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
 from countboard.items import ImageItem
-from countboard.models.base import Counter
-from countboard.models.hf_loading import load_pretrained
+from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.hf_loading import load_processor_and_model
 
 _EIGHT_CONNECTED = np.ones((3, 3), dtype=bool)
 
@@ -102,17 +102,15 @@ class ClipSegCounter(Counter):
         self.prompt_template = prompt_template
         self.image_batch_size = int(image_batch_size)
         self.prompt_batch_size = int(prompt_batch_size)
-        self.processor = load_pretrained(CLIPSegProcessor, model_id, "CLIPSeg processor")
-        self.model = load_pretrained(CLIPSegForImageSegmentation, model_id, "CLIPSeg model").to(device).eval()
+        self.processor, self.model = load_processor_and_model(CLIPSegProcessor, CLIPSegForImageSegmentation,
+                                                              model_id, "CLIPSeg", device)
         self._text = EmbeddingCache(self._embed_texts)
 
     @torch.inference_mode()
     def _embed_texts(self, prompts: list[str]) -> torch.Tensor:
-        max_len = self.model.config.text_config.max_position_embeddings
-        tok = self.processor.tokenizer([self.prompt_template.format(p) for p in prompts], padding=True,
-                                       truncation=True, max_length=max_len, return_tensors="pt").to(self.device)
-        out = self.model.clip.get_text_features(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"])
-        return out.pooler_output
+        return pooled_text_features(self.model.clip, self.processor.tokenizer,
+                                    [self.prompt_template.format(p) for p in prompts],
+                                    self.model.config.text_config.max_position_embeddings, self.device)
 
     @torch.inference_mode()
     def encode_images(self, items: Sequence[ImageItem]) -> list[ClipSegImageFeatures]:
@@ -141,8 +139,7 @@ class ClipSegCounter(Counter):
     @torch.inference_mode()
     def decode(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
         """Decoder once per image over all of its prompts, then the region calibration per pair."""
-        if len(features) != len(prompts):
-            raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
+        check_one_prompt_each(features, prompts, "image features", "pair")
         out: list[np.ndarray | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             probs = self.probabilities(feat, [prompts[i] for i in idx])

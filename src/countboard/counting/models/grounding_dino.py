@@ -27,8 +27,8 @@ from torch import nn
 from countboard.counting.models.detect_count import cxcywh_to_yxyx, select_detections
 from countboard.counting.models.prompt_batching import group_by_image
 from countboard.items import ImageItem
-from countboard.models.base import Counter, boxes_to_density
-from countboard.models.hf_loading import load_pretrained
+from countboard.models.base import Counter, boxes_to_density, check_one_prompt_each
+from countboard.models.hf_loading import load_processor_and_model
 
 
 @dataclass
@@ -93,9 +93,8 @@ class GroundingDinoCounter(Counter):
         self.nms_iou = float(nms_iou)
         self.prompt_template = prompt_template
         self.prompt_batch_size = int(prompt_batch_size)
-        self.processor = load_pretrained(GroundingDinoProcessor, model_id, "Grounding DINO processor")
-        model = load_pretrained(GroundingDinoForObjectDetection, model_id, "Grounding DINO model")
-        self.model = model.to(device).eval()
+        self.processor, self.model = load_processor_and_model(
+            GroundingDinoProcessor, GroundingDinoForObjectDetection, model_id, "Grounding DINO", device)
         self._backbone = CachedBackbone(self.model.model.backbone)
         self.model.model.backbone = self._backbone
 
@@ -149,8 +148,7 @@ class GroundingDinoCounter(Counter):
 
         Fusion encoder + decoder once per chunk of an image's prompts, over the cached backbone output.
         """
-        if len(features) != len(prompts):
-            raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
+        check_one_prompt_each(features, prompts, "image features", "pair")
         threshold = max(self.box_threshold, self.text_threshold)
         out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):

@@ -8,7 +8,7 @@ import numpy as np
 
 from countboard.counting.datasets.mosaic import points_to_density
 from countboard.items import ImageItem
-from countboard.models.base import Counter
+from countboard.models.base import Counter, check_one_prompt_each
 
 
 def normalise_class(name: str) -> str:
@@ -28,12 +28,8 @@ class OracleCounter(Counter):
         [2.0, 0.0]
     """
 
-    def __init__(self, device: str = "cpu"):
-        super().__init__(device=device)
-
     def decode(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
-        if len(features) != len(prompts):
-            raise ValueError(f"{len(features)} images but {len(prompts)} prompts: pass one prompt per image")
+        check_one_prompt_each(features, prompts)
         maps = []
         for item, prompt in zip(features, prompts, strict=True):
             wanted = normalise_class(prompt)

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from countboard.counting.models.detect_count import cxcywh_to_yxyx, select_detections
-from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image
+from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
 from countboard.items import ImageItem
-from countboard.models.base import Counter, boxes_to_density
-from countboard.models.hf_loading import load_pretrained
+from countboard.models.base import Counter, boxes_to_density, check_one_prompt_each
+from countboard.models.hf_loading import load_processor_and_model
 
 
 @dataclass
@@ -68,17 +68,16 @@ class Owlv2Counter(Counter):
         self.nms_iou = float(nms_iou)
         self.prompt_template = prompt_template
         self.image_batch_size = int(image_batch_size)
-        self.processor = load_pretrained(Owlv2Processor, model_id, "OWLv2 processor")
-        self.model = load_pretrained(Owlv2ForObjectDetection, model_id, "OWLv2 model").to(device).eval()
+        self.processor, self.model = load_processor_and_model(Owlv2Processor, Owlv2ForObjectDetection, model_id,
+                                                              "OWLv2", device)
         self._text = EmbeddingCache(self._embed_texts)
 
     @torch.inference_mode()
     def _embed_texts(self, prompts: list[str]) -> torch.Tensor:
-        max_len = self.model.config.text_config.max_position_embeddings
-        tok = self.processor.tokenizer([self.prompt_template.format(p) for p in prompts], padding="max_length",
-                                       max_length=max_len, truncation=True, return_tensors="pt").to(self.device)
-        out = self.model.owlv2.get_text_features(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"])
-        return out.pooler_output
+        return pooled_text_features(self.model.owlv2, self.processor.tokenizer,
+                                    [self.prompt_template.format(p) for p in prompts],
+                                    self.model.config.text_config.max_position_embeddings, self.device,
+                                    padding="max_length")
 
     @torch.inference_mode()
     def encode_images(self, items: Sequence[ImageItem]) -> list[OwlImageFeatures]:
@@ -103,8 +102,7 @@ class Owlv2Counter(Counter):
 
         One class-head call per distinct image, over all of that image's prompts.
         """
-        if len(features) != len(prompts):
-            raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
+        check_one_prompt_each(features, prompts, "image features", "pair")
         out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             queries = self._text([prompts[i] for i in idx])

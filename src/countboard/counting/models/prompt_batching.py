@@ -29,6 +29,23 @@ def group_by_image(features: Sequence[Any]) -> list[tuple[Any, list[int]]]:
     return list(groups.values())
 
 
+def pooled_text_features(text_model: Any, tokenizer: Any, texts: Sequence[str], max_length: int, device: str,
+                         padding: bool | str = True) -> torch.Tensor:
+    """``(len(texts), D)`` pooled features of ``text_model.get_text_features`` (a CLIP-style text tower).
+
+    Args:
+        text_model: Module with ``get_text_features(input_ids=..., attention_mask=...)``.
+        tokenizer: The model's tokenizer; texts are truncated to ``max_length`` tokens.
+        texts: The texts, already formatted.
+        max_length: Longest token sequence (the text tower's position embeddings).
+        device: Where the tokens go.
+        padding: ``True`` (to the longest text) or ``"max_length"``.
+    """
+    tok = tokenizer(list(texts), padding=padding, truncation=True, max_length=max_length,
+                    return_tensors="pt").to(device)
+    return text_model.get_text_features(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"]).pooler_output
+
+
 class EmbeddingCache:
     """Least-recently-used cache of one embedding tensor per prompt string.
 

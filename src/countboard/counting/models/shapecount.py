@@ -27,7 +27,7 @@ from countboard.counting.models.prompt_batching import group_by_image
 from countboard.counting.models.text_encoder import EMBED_DIM, embed_texts
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
-from countboard.models.base import Counter
+from countboard.models.base import Counter, check_one_prompt_each
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +245,7 @@ class ShapeCountCounter(Counter):
     @torch.inference_mode()
     def decode(self, features: Sequence, prompts: Sequence[str]) -> list[np.ndarray]:
         """The head once per image over all of its prompts (in chunks of ``prompt_batch_size``)."""
-        if len(features) != len(prompts):
-            raise ValueError(f"{len(features)} image features but {len(prompts)} prompts: pass one prompt per pair")
+        check_one_prompt_each(features, prompts, "image features", "pair")
         out: list[np.ndarray | None] = [None] * len(prompts)
         for (feat, size), idx in group_by_image(features):
             for start in range(0, len(idx), self.prompt_batch_size):

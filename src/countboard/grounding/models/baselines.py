@@ -6,6 +6,7 @@ and phrase (the centre bias every dataset has). Both give meaningful leaderboard
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,7 +34,23 @@ def _image_size(sample: GroundingSample) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
-class BoxOracle(GroundingModel):
+class GaussianReference(GroundingModel):
+    """A reference map per sample: one Gaussian whose centre and sigma ``_gaussian`` derives from the sample."""
+
+    @abstractmethod
+    def _gaussian(self, sample: GroundingSample, size: tuple[int, int]
+                  ) -> tuple[tuple[float, float], tuple[float, float]]:
+        """``(centre, sigma)`` of ``sample``'s map, both ``(y, x)`` in pixels; ``size`` is the image's ``(H, W)``."""
+
+    def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
+        out = []
+        for s in samples:
+            size = _image_size(s)
+            out.append(gaussian_map(size, *self._gaussian(s, size)))
+        return out
+
+
+class BoxOracle(GaussianReference):
     """A Gaussian centred on the true box, ``spread`` × its height/width as sigma (reads the annotation)."""
 
     explainer_method = "box_oracle"
@@ -45,16 +62,13 @@ class BoxOracle(GroundingModel):
     def explainer_detail(self) -> str:
         return f"reference map from the ground-truth box (sigma {self.spread} x box size), not a model"
 
-    def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
-        out = []
-        for s in samples:
-            y0, x0, y1, x1 = s.box
-            centre = ((y0 + y1 - 1) / 2, (x0 + x1 - 1) / 2)
-            out.append(gaussian_map(_image_size(s), centre, (self.spread * (y1 - y0), self.spread * (x1 - x0))))
-        return out
+    def _gaussian(self, sample: GroundingSample, size: tuple[int, int]
+                  ) -> tuple[tuple[float, float], tuple[float, float]]:
+        y0, x0, y1, x1 = sample.box
+        return ((y0 + y1 - 1) / 2, (x0 + x1 - 1) / 2), (self.spread * (y1 - y0), self.spread * (x1 - x0))
 
 
-class CenterPrior(GroundingModel):
+class CenterPrior(GaussianReference):
     """A Gaussian at the image centre, ``sigma_frac`` × image height/width as sigma (ignores image and phrase)."""
 
     explainer_method = "center_prior"
@@ -66,9 +80,7 @@ class CenterPrior(GroundingModel):
     def explainer_detail(self) -> str:
         return f"reference map at the image centre (sigma {self.sigma_frac} x image size), not a model"
 
-    def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
-        out = []
-        for s in samples:
-            h, w = _image_size(s)
-            out.append(gaussian_map((h, w), ((h - 1) / 2, (w - 1) / 2), (self.sigma_frac * h, self.sigma_frac * w)))
-        return out
+    def _gaussian(self, sample: GroundingSample, size: tuple[int, int]
+                  ) -> tuple[tuple[float, float], tuple[float, float]]:
+        h, w = size
+        return ((h - 1) / 2, (w - 1) / 2), (self.sigma_frac * h, self.sigma_frac * w)

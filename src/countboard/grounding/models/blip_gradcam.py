@@ -14,21 +14,11 @@ of the 12-layer text encoder, and that is the default here; ALBEF's grounding de
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from countboard.grounding.datasets.public import GroundingSample
-from countboard.grounding.models.gradcam import (
-    ActivationCapture,
-    check_upsample,
-    pixel_batch,
-    resolve_module,
-    to_image_maps,
-    vit_geometry,
-)
-from countboard.models.base import GroundingModel
+from countboard.grounding.models.gradcam import ActivationCapture, VitCamModel, check_upsample, pixel_batch
 
 #: LAVIS ``compute_gradcam``'s default: cross-attention block 6 of the 12-layer text encoder.
 DEFAULT_LAYER = "text_encoder.encoder.layer.6.crossattention.self"
@@ -68,7 +58,7 @@ def cross_attention_block_label(target_layer: str) -> str:
     return f"cross-attention block {block} ({'LAVIS default' if block == LAVIS_BLOCK else 'LAVIS default: 6'})"
 
 
-class BlipGradCAM(GroundingModel):
+class BlipGradCAM(VitCamModel):
     """GradCAM maps of BLIP ITM for a ``BlipForImageTextRetrieval`` checkpoint.
 
     Args:
@@ -89,14 +79,10 @@ class BlipGradCAM(GroundingModel):
 
         super().__init__(device)
         self.upsample = check_upsample(upsample)
-        self.target_layer = target_layer
-        self.model = BlipForImageTextRetrieval.from_pretrained(model_id).to(device).eval()
+        model = BlipForImageTextRetrieval.from_pretrained(model_id)
         self.tokenizer = AutoTokenizer.from_pretrained(model_id)
         proc = BlipImageProcessor.from_pretrained(model_id)
-        self.mean, self.std = tuple(proc.image_mean), tuple(proc.image_std)
-        self.layer = resolve_module(self.model, target_layer)
-        self.input_size, self.grid = vit_geometry(self.model.config.vision_config)
-        self.batch_size = max(int(batch_size), 1)
+        self._bind(model, proc.image_mean, proc.image_std, target_layer, batch_size)
 
     def explainer_detail(self) -> str:
         return (f"BLIP ITM, {cross_attention_block_label(self.target_layer)}, "
@@ -115,12 +101,3 @@ class BlipGradCAM(GroundingModel):
         words[:, 0] = 0
         words[torch.arange(len(ids)), att.sum(dim=1) - 1] = 0  # [SEP]
         return cross_attention_gradcam(attn, grads, words, self.grid)
-
-    def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
-        for start in range(0, len(samples), self.batch_size):
-            chunk = samples[start:start + self.batch_size]
-            images = [s.load_image() for s in chunk]
-            cams = self._cams(images, [s.phrase for s in chunk])
-            out += to_image_maps(cams, [im.shape[:2] for im in images], self.upsample)
-        return out

@@ -13,17 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from countboard.grounding.datasets.public import GroundingSample
 from countboard.grounding.models.gradcam import (
     ActivationCapture,
+    VitCamModel,
     check_upsample,
     pixel_batch,
-    resolve_module,
-    to_image_maps,
     token_gradcam,
-    vit_geometry,
 )
-from countboard.models.base import GroundingModel
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -31,7 +27,7 @@ CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 DEFAULT_LAYER = "vision_model.encoder.layers.-1.layer_norm1"
 
 
-class ClipGradCAM(GroundingModel):
+class ClipGradCAM(VitCamModel):
     """GradCAM maps of ``logit(image, phrase)`` for a CLIP ViT checkpoint.
 
     Args:
@@ -64,17 +60,19 @@ class ClipGradCAM(GroundingModel):
         return f"CLIP ViT {self.target_layer}, {self.grid[0]}x{self.grid[1]} tokens, upsample {self.upsample}"
 
     def _setup(self, model, tokenize, mean, std, target_layer: str, batch_size: int) -> None:
-        self.model = model.to(self.device).eval()
+        self._bind(model, mean, std, target_layer, batch_size)
         for p in self.model.parameters():
             p.requires_grad_(True)
         self.tokenize = tokenize
-        self.mean, self.std = tuple(mean), tuple(std)
-        self.target_layer = target_layer
-        self.layer = resolve_module(self.model, target_layer)
-        self.input_size, self.grid = vit_geometry(self.model.config.vision_config)
-        self.batch_size = max(int(batch_size), 1)
 
-    def _cams(self, images: list[np.ndarray], phrases: list[str]) -> torch.Tensor:
+    def _similarity_grads(self, images: list[np.ndarray], phrases: list[str]
+                          ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+        """Model inputs, and the target layer's tokens with their gradient of the summed image-phrase logits.
+
+        Returns:
+            ``(pixels, text, acts, grads)``: the ``(B, 3, h, w)`` input, the tokenized phrases on the device, and
+            the ``(B, 1 + N, C)`` layer output with its gradient.
+        """
         pixels = pixel_batch(images, self.input_size, self.mean, self.std).to(self.device)
         text = {k: v.to(self.device) for k, v in self.tokenize(phrases).items()}
         self.model.zero_grad(set_to_none=True)
@@ -82,16 +80,11 @@ class ClipGradCAM(GroundingModel):
             out = self.model(pixel_values=pixels, **text)
             out.logits_per_image.diagonal().sum().backward()
         acts, grads = cap.tensors()
-        return token_gradcam(acts, grads, self.grid)
+        return pixels, text, acts, grads
 
-    def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
-        for start in range(0, len(samples), self.batch_size):
-            chunk = samples[start:start + self.batch_size]
-            images = [s.load_image() for s in chunk]
-            cams = self._cams(images, [s.phrase for s in chunk])
-            out += to_image_maps(cams, [im.shape[:2] for im in images], self.upsample)
-        return out
+    def _cams(self, images: list[np.ndarray], phrases: list[str]) -> torch.Tensor:
+        _, _, acts, grads = self._similarity_grads(images, phrases)
+        return token_gradcam(acts, grads, self.grid)
 
 
 class HashWordTokenizer:
@@ -152,7 +145,7 @@ class TinyRandomClipGradCAM(ClipGradCAM):
                  device: str = "cpu"):
         from transformers import CLIPModel
 
-        GroundingModel.__init__(self, device)
+        VitCamModel.__init__(self, device)
         self.upsample = check_upsample(upsample)
         config = tiny_clip_config(vocab_size, image_size, patch_size, hidden_size, num_layers, num_heads)
         with torch.random.fork_rng(devices=[]):

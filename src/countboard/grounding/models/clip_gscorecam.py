@@ -19,7 +19,6 @@ from collections.abc import Callable
 import torch
 
 from countboard.grounding.models.clip_gradcam import DEFAULT_LAYER, ClipGradCAM
-from countboard.grounding.models.gradcam import ActivationCapture, pixel_batch
 
 #: Channels scored per image in the Q-GroundCAM setting (gScoreCAM's best on CLIP).
 DEFAULT_TOPK = 300
@@ -93,13 +92,7 @@ class ClipGScoreCAM(ClipGradCAM):
                 f"{self.grid[0]}x{self.grid[1]} tokens, upsample {self.upsample}")
 
     def _cams(self, images, phrases) -> torch.Tensor:
-        pixels = pixel_batch(images, self.input_size, self.mean, self.std).to(self.device)
-        text = {k: v.to(self.device) for k, v in self.tokenize(phrases).items()}
-        self.model.zero_grad(set_to_none=True)
-        with torch.enable_grad(), ActivationCapture(self.layer) as cap:
-            out = self.model(pixel_values=pixels, **text)
-            out.logits_per_image.diagonal().sum().backward()
-        acts, grads = cap.tensors()
+        pixels, text, acts, grads = self._similarity_grads(images, phrases)
         gh, gw = self.grid
         cams = []
         for b in range(len(images)):

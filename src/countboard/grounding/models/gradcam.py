@@ -11,14 +11,19 @@ with ``kind: vlm``, and set ``explainer_method``.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from countboard.errors import ConfigError
+from countboard.models.base import GroundingModel
+
+if TYPE_CHECKING:
+    from countboard.grounding.datasets.public import GroundingSample
 
 
 def vit_geometry(vision_config: Any) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -184,3 +189,36 @@ def pixel_batch(images: Sequence[np.ndarray], size: tuple[int, int], mean: Seque
     m = torch.tensor(list(mean), dtype=torch.float32)[None, :, None, None]
     s = torch.tensor(list(std), dtype=torch.float32)[None, :, None, None]
     return (x - m) / s
+
+
+class VitCamModel(GroundingModel):
+    """A grounding model whose maps come from one layer of a ViT-based vision-language model, in batches.
+
+    Subclasses load the model, call ``_bind`` and implement ``_cams`` (``(B, gh, gw)`` maps of a batch);
+    ``heatmaps`` batches the samples and upsamples the maps to each image with ``self.upsample``.
+    """
+
+    upsample = "bicubic_clip"
+
+    def _bind(self, model: nn.Module, mean: Sequence[float], std: Sequence[float], target_layer: str,
+              batch_size: int) -> None:
+        """Moves ``model`` to the device in eval mode and keeps its layer, input geometry and normalisation."""
+        self.model = model.to(self.device).eval()
+        self.mean, self.std = tuple(mean), tuple(std)
+        self.target_layer = target_layer
+        self.layer = resolve_module(self.model, target_layer)
+        self.input_size, self.grid = vit_geometry(self.model.config.vision_config)
+        self.batch_size = max(int(batch_size), 1)
+
+    @abstractmethod
+    def _cams(self, images: list[np.ndarray], phrases: list[str]) -> torch.Tensor:
+        """``(B, gh, gw)`` maps of ``images`` (uint8 ``(H, W, 3)``) for their ``phrases``."""
+
+    def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for start in range(0, len(samples), self.batch_size):
+            chunk = samples[start:start + self.batch_size]
+            images = [s.load_image() for s in chunk]
+            cams = self._cams(images, [s.phrase for s in chunk])
+            out += to_image_maps(cams, [im.shape[:2] for im in images], self.upsample)
+        return out
