@@ -40,3 +40,13 @@ def test_every_option_composes(hydra_init, group, option):
 def test_every_group_has_options():
     for group in ("model", "dataset", "task", "tracking"):
         assert options(group), group
+
+
+@pytest.mark.parametrize("option", options("mosaic"))
+def test_mosaic_presets_set_the_mosaic_task_and_name_the_same_cell_as_its_keys(hydra_init, option):
+    preset = compose("config", overrides=["task=praco_mosaic", f"mosaic={option}"])
+    check_node(preset, "task")
+    assert preset.task.mosaic == option
+    by_keys = compose("config", overrides=["task=praco_mosaic", f"task.mosaic={option}"])
+    assert config_hash(preset) == config_hash(by_keys)
+    assert compose("config", overrides=["task=praco_mosaic"]).task.mosaic == "default"  # no preset: the default
