@@ -337,3 +337,19 @@ def test_bcc_cells_are_the_shared_cell_report_at_the_task_level():
     assert wide.iloc[0]["bcc_rate"] == pytest.approx(row["acs_bcc_mean"])
     assert (wide.iloc[0]["bcc_low"], wide.iloc[0]["bcc_high"]) == pytest.approx((row["acs_bcc_low"], row["acs_bcc_high"]))
     assert narrow.iloc[0]["bcc_high"] - narrow.iloc[0]["bcc_low"] < wide.iloc[0]["bcc_high"] - wide.iloc[0]["bcc_low"]
+
+
+def test_annotation_sample_has_one_noun_per_question():
+    """Colour prompts ask the bare noun too: the sample's nouns follow the questions, so the page can pair them."""
+    from countboard.models.base import GeneratedImage
+    from countboard.numeracy.annotation import annotation_items
+    from countboard.numeracy.tasks.geckonum import annotation_row
+
+    spec = PromptSpec(7, "2 white circles and 1 red circle", "2-additive-color",
+                      (Entity("white circle", "2"), Entity("red circle", "1")))
+    row = annotation_row("geckonum_00007_0", GeneratedImage(spec, 0, np.zeros((8, 8, 3), np.uint8)))
+    items = annotation_items(pd.DataFrame([row]))
+    assert items["question"].tolist() == ["How many circles are in the image?",
+                                          "How many white circles are in the image?",
+                                          "How many red circles are in the image?"]
+    assert items["noun"].tolist() == ["circles", "white circles", "red circles"]

@@ -384,11 +384,17 @@ class GeckoNumAutoEval(Task):
                 buf = io.BytesIO()
                 Image.fromarray(im.image).save(buf, format="PNG")
                 zf.writestr(f"{u}.png", buf.getvalue())
-                rows.append({"image_id": u, "prompt_id": im.prompt.prompt_id, "seed": im.seed,
-                             "prompt": im.prompt.prompt, "prompt_type": im.prompt.prompt_type,
-                             "nouns": json.dumps([e.noun for e in im.prompt.entities]),
-                             "questions": json.dumps(im.prompt.questions())})  # fmt: skip
+                rows.append(annotation_row(u, im))
         return {"annotation_images.zip": path}, pd.DataFrame(rows, columns=ANNOTATION_COLUMNS)
+
+
+def annotation_row(image_id: str, im: GeneratedImage) -> dict:
+    """One row of ``tables/annotation_sample.parquet``: the image's count questions, each with the noun it asks
+    about (a bare noun shared by two coloured entities and the relation questions included)."""
+    questions = im.prompt.count_questions()
+    return {"image_id": image_id, "prompt_id": im.prompt.prompt_id, "seed": im.seed, "prompt": im.prompt.prompt,
+            "prompt_type": im.prompt.prompt_type, "nouns": json.dumps([q.phrase for q in questions]),
+            "questions": json.dumps([q.question for q in questions])}
 
 
 def _questions_of(row) -> list[str]:
