@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -184,50 +183,18 @@ def test_parallel_jobs_share_the_sqlite_store_without_losing_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_sweep_over_http_to_a_real_mlflow_server(tmp_path):
-    import socket
-    import sys
-    import time
-    import urllib.request
+def test_sweep_over_http_to_a_real_mlflow_server(tmp_path, mlflow_server_url):
+    url = mlflow_server_url
+    run_sweep([*TOY, "-m", "model=toy,toy_double", "tracking=server", f"tracking.uri={url}"], tmp_path,
+              env=sweep_env(tmp_path, MLFLOW_TRACKING_URI=url))
+    import mlflow
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "server-artifacts"), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("mlflow server did not start")
-        run_sweep([*TOY, "-m", "model=toy,toy_double", "tracking=server", f"tracking.uri={url}"], tmp_path,
-                  env=sweep_env(tmp_path, MLFLOW_TRACKING_URI=url))
-        import mlflow
-
-        client = mlflow.MlflowClient(url)
-        exp = client.get_experiment_by_name("countboard")
-        runs = client.search_runs([exp.experiment_id])
-        cells = [r for r in runs if r.data.tags.get("countboard.role") == "cell"]
-        assert len(cells) == 2 and {r.info.status for r in cells} == {"FINISHED"}
-        assert {a.path for a in client.list_artifacts(cells[0].info.run_id)} >= {"samples.parquet", "config.yaml"}
-    finally:
-        import os
-        import signal
-
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=20)
+    client = mlflow.MlflowClient(url)
+    exp = client.get_experiment_by_name("countboard")
+    runs = client.search_runs([exp.experiment_id])
+    cells = [r for r in runs if r.data.tags.get("countboard.role") == "cell"]
+    assert len(cells) == 2 and {r.info.status for r in cells} == {"FINISHED"}
+    assert {a.path for a in client.list_artifacts(cells[0].info.run_id)} >= {"samples.parquet", "config.yaml"}
 
 
 @pytest.mark.slow

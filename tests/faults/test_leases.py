@@ -80,14 +80,14 @@ def test_on_busy_wait_waits_for_the_owner_then_skips_the_finished_cell(tmp_path)
 
 
 @pytest.mark.slow
-def test_two_concurrent_sweeps_on_a_remote_mlflow_server(tmp_path, mlflow_server):
+def test_two_concurrent_sweeps_on_a_remote_mlflow_server(tmp_path, mlflow_server_url):
     import mlflow
 
-    a = start_sweep(GRID, tmp_path, "a.log", server=mlflow_server, TOY_CELL_LOG_DIR=str(tmp_path))
-    b = start_sweep(GRID, tmp_path, "b.log", server=mlflow_server, TOY_CELL_LOG_DIR=str(tmp_path))
+    a = start_sweep(GRID, tmp_path, "a.log", server=mlflow_server_url, TOY_CELL_LOG_DIR=str(tmp_path))
+    b = start_sweep(GRID, tmp_path, "b.log", server=mlflow_server_url, TOY_CELL_LOG_DIR=str(tmp_path))
     assert a.wait(timeout=600) == 0, (tmp_path / "a.log").read_text()[-3000:]
     assert b.wait(timeout=600) == 0, (tmp_path / "b.log").read_text()[-3000:]
-    client = mlflow.MlflowClient(mlflow_server)
+    client = mlflow.MlflowClient(mlflow_server_url)
     exp = client.get_experiment_by_name("countboard")
     cells = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("countboard.role") == "cell"]
     assert len(cells) == 4 and {r.info.status for r in cells} == {"FINISHED"}
