@@ -10,7 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from countboard.tracking.slurm import SlurmJobsFailed, collect, squeue_states, wait_for_jobs
+from countboard.tracking.slurm import (
+    SlurmJobsFailed,
+    collect,
+    missing_slurm_tools,
+    squeue_states,
+    wait_for_jobs,
+)
 from tests.conftest import FIXTURES, run_sweep, store_runs, sweep_env
 
 TOY = ["--config-dir", str(FIXTURES / "conf"), "--config-name", "toy_config"]
@@ -101,6 +107,8 @@ def test_a_refused_submission_ends_the_sweep_run_failed_with_sbatch_message(tmp_
     bin_dir = tmp_path / "bin"
     _fake_bin(bin_dir, "sbatch", 'echo "sbatch: error: Batch job submission failed: Requested node configuration '
                                  'is not available" >&2; exit 1\n')
+    for tool in ("srun", "squeue"):  # present, as on any login node
+        _fake_bin(bin_dir, tool, "exit 0\n")
     env = sweep_env(tmp_path, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     proc = run_sweep([*TOY, "-m", "model=toy,toy_double", "hydra/launcher=slurm_gpu"], tmp_path, env=env,
                      check=False)
@@ -109,3 +117,12 @@ def test_a_refused_submission_ends_the_sweep_run_failed_with_sbatch_message(tmp_
     parent = runs[runs["tags.countboard.role"] == "sweep"].iloc[0]
     assert parent["status"] == "FAILED"
     assert "Requested node configuration is not available" in parent["tags.error"]
+
+
+def test_a_machine_without_slurm_tools_is_named_before_anything_is_submitted(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(RuntimeError, match=r"sbatch, srun, squeue not found on PATH on .*login node"):
+        missing_slurm_tools()
+    for tool in ("sbatch", "srun", "squeue"):
+        _fake_bin(tmp_path / "empty", tool, "exit 0\n")
+    missing_slurm_tools()

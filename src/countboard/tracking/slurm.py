@@ -117,3 +117,20 @@ def collect(jobs: Sequence[Any], lost: set[int], overrides: Sequence[Sequence[st
         raise SlurmJobsFailed(f"{len(problems)} of {len(jobs)} SLURM jobs ended without a result (rerun the same "
                               "command to resume them): " + " | ".join(problems))
     return results
+
+
+#: SLURM's client programs a sweep needs where it is launched: sbatch submits, srun starts the job's task, squeue
+#: watches the queue.
+SLURM_TOOLS = ("sbatch", "srun", "squeue")
+
+
+def missing_slurm_tools() -> None:
+    """Raise one clear error when SLURM's client programs are not on PATH here (before anything is submitted)."""
+    import shutil
+    import socket
+
+    missing = [t for t in SLURM_TOOLS if shutil.which(t) is None]
+    if missing:
+        raise RuntimeError(f"hydra/launcher=slurm_*: {', '.join(missing)} not found on PATH on {socket.gethostname()}"
+                           "; launch the sweep from a SLURM login node (docs/cluster.md), or drop hydra/launcher "
+                           "to run it on this machine")

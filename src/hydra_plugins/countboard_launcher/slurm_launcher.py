@@ -15,7 +15,7 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _SubmititSlurmLauncher
 from omegaconf import OmegaConf
 
-from countboard.tracking.slurm import CountboardSlurmConf, collect, wait_for_jobs
+from countboard.tracking.slurm import CountboardSlurmConf, collect, missing_slurm_tools, wait_for_jobs
 
 log = logging.getLogger("countboard")
 
@@ -47,6 +47,7 @@ class SlurmLauncher(_SubmititSlurmLauncher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None and len(job_overrides) > 0
+        missing_slurm_tools()
         executor = self._executor()
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
