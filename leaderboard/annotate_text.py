@@ -103,8 +103,9 @@ def log_to_run(run_id: str, path: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / LOGGED_NAME
         shutil.copyfile(path, copy)
-        Tracker(uri).log_file(run_id, copy, "annotations")
-    st.success(f"Logged annotations/{LOGGED_NAME} to run {run_id}; run `countboard index` to see it in the index.")
+        Tracker(uri).add_to_ended_run(run_id, copy, "annotations")
+    st.success(f"Logged annotations/{LOGGED_NAME} to run {run_id}; run `countboard index --scan` to see it in the "
+               "index.")
 
 
 def text_form(run_id: str, item: pd.Series, labels: list[str], annot: str) -> None:

@@ -60,7 +60,7 @@ def log_to_run(run_id: str, model: str, store: LabelStore) -> None:
     meta = data.query("SELECT key, value FROM meta")
     uri = dict(zip(meta.key, meta.value, strict=True)).get("store_uri")
     path = log_labels(Tracker(uri), run_id, store, model)
-    st.success(f"Logged {path} to run {run_id}; run `countboard index` to see it in the index.")
+    st.success(f"Logged {path} to run {run_id}; run `countboard index --scan` to see it in the index.")
 
 
 def save_answer(run_id: str, model: str, item: dict, annot: str, store: LabelStore) -> None:

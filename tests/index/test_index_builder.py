@@ -92,7 +92,7 @@ def test_incremental_update_reads_only_changed_runs(store):
     new = client.create_run(s.experiment_id, tags={"family": "counters", "model": "delta", "dataset": "carpk"})
     client.log_batch(new.info.run_id, metrics=[Metric("cnt_f1", 0.5, 10**13, 0)])
     client.set_terminated(new.info.run_id)
-    stats = build_index(uri, db)
+    stats = build_index(uri, db, update="scan")
     assert (stats.added, stats.updated, stats.removed) == (1, 1, 0)
     assert stats.histories_fetched == 1  # the moved, stepped cnt_f1; the new run's step-0 metric is its latest
     new_hist = _q(db, "SELECT key, step, value FROM metric_history WHERE run_id = ?", [new.info.run_id])
@@ -201,13 +201,46 @@ def test_quick_update_sees_new_ended_running_and_deleted_runs(store):
     build_index(uri, db)
     client = MlflowClient(tracking_uri=uri)
     running = client.create_run(s.experiment_id, tags={"family": "counters", "model": "slow"})
-    assert build_index(uri, db, quick=True).added == 1
+    assert build_index(uri, db, update="quick").added == 1
     client.log_batch(running.info.run_id, metrics=[Metric("cnt_f1", 0.7, 10**13, 0)])
     client.set_terminated(running.info.run_id)
     client.delete_run(s.run_ids[2])
-    stats = build_index(uri, db, quick=True)
+    stats = build_index(uri, db, update="quick")
     assert (stats.added, stats.updated, stats.removed) == (0, 1, 1)
     assert _q(db, "SELECT cnt_f1 FROM counters WHERE model = 'slow'").cnt_f1.iloc[0] == pytest.approx(0.7)
     assert _q(db, "SELECT count(*) AS n FROM runs WHERE run_id = ?", [s.run_ids[2]]).n.iloc[0] == 0
     full = build_index(uri, db)
     assert (full.added, full.updated, full.removed, full.written) == (0, 0, 0, False)
+
+
+def test_default_update_is_quick_between_scans_and_scans_when_one_is_due(tmp_path, capsys):
+    from tests.fixtures.synthetic_store import local_store
+
+    from countboard.cli import main
+    from countboard.index.builder import CLOCK_SKEW_MS
+
+    uri, root = local_store(tmp_path / "s")
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("e", artifact_location=f"{root}/e")
+    long_ago = int(__import__("time").time() * 1000) - 3 * CLOCK_SKEW_MS
+    old = client.create_run(exp, tags={"family": "counters", "model": "m"}, start_time=long_ago).info.run_id
+    client.log_batch(old, metrics=[Metric("cnt_f1", 0.4, long_ago, 0)])
+    client.set_terminated(old, end_time=long_ago + 1000)
+    db = tmp_path / "index.duckdb"
+    assert build_index(uri, db).rebuilt  # a rebuild is a scan
+    client.log_batch(old, metrics=[Metric("cnt_f1", 0.9, long_ago + 2000, 1)])  # an edit of a long-ended run
+    quick = build_index(uri, db)
+    assert (quick.mode, quick.updated, quick.written) == ("quick", 0, False)  # not seen between scans
+    assert _q(db, "SELECT cnt_f1 FROM counters").cnt_f1.iloc[0] == pytest.approx(0.4)
+    due = build_index(uri, db, scan_every_s=0)
+    assert (due.mode, due.updated) == ("scan", 1)
+    assert _q(db, "SELECT cnt_f1 FROM counters").cnt_f1.iloc[0] == pytest.approx(0.9)
+    assert build_index(uri, db).mode == "quick"  # the scan just ran
+    client.set_tag(old, "note", "checked")
+    assert main(["index", "--store", uri, "--db", str(db), "--scan"]) == 0
+    assert "index updated (scan): 1 runs (0 added, 1 updated" in capsys.readouterr().out
+    client.set_tag(old, "note", "checked twice")
+    assert main(["index", "--store", uri, "--db", str(db), "--scan-every", "0"]) == 0
+    assert "index updated (scan)" in capsys.readouterr().out
+    (tmp_path / "index.duckdb.scanned").write_text("not json")  # unreadable: a scan is due
+    assert build_index(uri, db).mode == "scan"

@@ -117,3 +117,8 @@ def test_labels_and_sample_go_through_the_tracker(sample, tmp_path):
     logged = log_labels(tracker, run_id, store)
     assert str(logged) == "annotations/task_1_procedural_good.csv"
     assert tracker.list_artifacts(run_id, "annotations") == ["annotations/task_1_procedural_good.csv"]
+    from countboard.tracking.manifest import (
+        MANIFEST_TAG,  # the run's manifest names the new file for the index
+    )
+
+    assert "annotations/task_1_procedural_good.csv" in tracker.client.get_run(run_id).data.tags[MANIFEST_TAG]

@@ -151,7 +151,7 @@ def _index_findings(tracker, db: Path) -> list[Finding]:
         con.close()
     if tracker.last_change_ms() > listed:
         out.append(Finding("index", f"index {db} is older than the store", "update it (countboard index)",
-                           lambda: build_index(tracker.uri, db)))
+                           lambda: build_index(tracker.uri, db, update="scan")))
     return out
 
 

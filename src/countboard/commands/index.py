@@ -21,11 +21,20 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("index", help="build or update the DuckDB index of an MLflow store",
                               description="Index the store's runs, params, tags, metrics and artifacts into DuckDB. "
                                           "Only runs changed since the last call are read again.")
+    from countboard.index.builder import SCAN_EVERY_S
+
     add_store_args(p)
     p.add_argument("--full", action="store_true", help="rebuild the index from scratch")
-    p.add_argument("--quick", action="store_true",
-                   help="list only runs started or ended since the last index, running and deleted runs (misses "
-                        "later edits of finished runs; --full or a plain run catches them)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--scan", dest="update", action="store_const", const="scan",
+                     help="compare every run of the store now: also sees later edits of runs that had already ended "
+                          "(a tag set in the MLflow UI, a metric logged into an ended run)")
+    how.add_argument("--quick", dest="update", action="store_const", const="quick",
+                     help="read only runs started or ended since the last index, running and deleted runs")
+    p.set_defaults(update="auto")
+    p.add_argument("--scan-every", type=float, default=SCAN_EVERY_S / 60, metavar="MINUTES",
+                   help="by default an update is quick unless the last scan is older than this (default: "
+                        "%(default)g minutes), so later edits of ended runs show within that time")
     p.add_argument("--history", choices=("stepped", "all"), default="stepped",
                    help="read the full history of stepped metrics only (default) or of every metric")
     p.set_defaults(func=run_index)
@@ -41,10 +50,11 @@ def store_paths(args) -> tuple[str, Path]:
 
 
 def run_index(args) -> int:
-    from countboard.index.builder import build_index
+    from countboard.index.builder import SCAN_EVERY_S, build_index
 
     uri, db = store_paths(args)
-    stats = build_index(uri, db, full=args.full, quick=args.quick, history=args.history)
+    stats = build_index(uri, db, full=args.full, update=getattr(args, "update", "auto"),
+                        scan_every_s=60 * getattr(args, "scan_every", SCAN_EVERY_S / 60), history=args.history)
     print(stats.summary())
     for w in stats.warnings:
         print(f"warning: {w}", file=sys.stderr)

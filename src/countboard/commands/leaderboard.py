@@ -59,7 +59,7 @@ def run_leaderboard(args) -> int:
 
     uri, db = store_paths(args)
     if not args.no_index:
-        run_index(argparse.Namespace(store=uri, db=db, full=False, quick=False, history="stepped"))
+        run_index(argparse.Namespace(store=uri, db=db, full=False, update="auto", history="stepped"))
     elif not db.exists():
         raise ConfigError(f"no index at {db}; run `countboard index --store {uri} --db {db}` first "
                           "(or drop --no-index)")

@@ -1,9 +1,9 @@
 """Build or update the DuckDB run index of an MLflow store.
 
-Each call lists the store's active runs page by page (or, with ``quick``, only those that can have changed),
+Each call lists the store's active runs page by page (or, in a quick update, only those that can have changed),
 compares every run's fingerprint with the one stored in the index, and fetches metric histories and artifact
-listings only for runs that changed (and, within them, only for
-metrics whose latest point moved). Runs that left the store leave the index. The update is written to a copy of
+listings only for runs that changed (within them, only histories of metrics whose latest point moved, and artifact
+listings only of runs without a manifest, see ``tracking.manifest``). Runs that left the store leave the index. The update is written to a copy of
 the index file that replaces the original in one rename, so a reader (the leaderboard) sees either the old or the
 new index, never a half-written one; a lock file keeps two builders from racing.
 """
@@ -28,13 +28,16 @@ from countboard.errors import TrackingStoreError
 from countboard.index import ddl, source
 from countboard.index.reader import connect_readonly
 from countboard.index.source import MetricPoint, RunSnapshot
-from countboard.tracking import failpoints
+from countboard.tracking import failpoints, manifest
 
 log = logging.getLogger(__name__)
 
 # Runs whose start or end time is up to this much older than the last listing are read again: writers on other
 # machines stamp runs with their own clocks.
 CLOCK_SKEW_MS = 5 * 60 * 1000
+#: How often an ``update="auto"`` call compares every run of the store instead of reading only what moved.
+SCAN_EVERY_S = 600
+UPDATES = ("auto", "scan", "quick")
 
 
 @dataclass
@@ -47,6 +50,8 @@ class IndexStats:
     updated: int = 0
     removed: int = 0
     histories_fetched: int = 0
+    artifacts_listed: int = 0
+    mode: str = "scan"
     rebuilt: bool = False
     written: bool = False
     seconds: float = 0.0
@@ -54,8 +59,10 @@ class IndexStats:
 
     def summary(self) -> str:
         what = "rebuilt" if self.rebuilt else ("updated" if self.written else "unchanged")
+        what += "" if self.rebuilt else f" ({self.mode})"
         return (f"index {what}: {self.runs} runs ({self.added} added, {self.updated} updated, {self.removed} removed,"
-                f" {self.histories_fetched} metric histories read) in {self.seconds:.1f}s -> {self.db_path}")
+                f" {self.histories_fetched} metric histories read, {self.artifacts_listed} runs' artifacts listed)"
+                f" in {self.seconds:.1f}s -> {self.db_path}")
 
 
 @dataclass
@@ -66,6 +73,7 @@ class _Previous:
     latest: dict[tuple[str, str], MetricPoint] = field(default_factory=dict)
     schema_hash: str = ""
     listed_ms: int = 0
+    scanned_ms: int = 0
 
 
 def _schema_hash() -> str:
@@ -92,7 +100,8 @@ def _read_previous(db_path: Path, store_uri: str) -> _Previous | None:
             log.info("index %s has schema %s of store %s; rebuilding for schema %s of %s", db_path,
                      meta.get("schema_version"), meta.get("store_uri"), ddl.SCHEMA_VERSION, store_uri)
             return None
-        prev = _Previous(schema_hash=meta.get("schema_hash", ""), listed_ms=int(meta.get("listed_ms", 0)))
+        prev = _Previous(schema_hash=meta.get("schema_hash", ""), listed_ms=int(meta.get("listed_ms", 0)),
+                         scanned_ms=_read_scanned(db_path, store_uri))
         for run_id, fp, status, exp in con.execute(
                 "SELECT run_id, fingerprint, status, experiment_id FROM runs").fetchall():
             prev.fingerprints[run_id] = fp
@@ -105,6 +114,29 @@ def _read_previous(db_path: Path, store_uri: str) -> _Previous | None:
         return None
     finally:
         con.close()
+
+
+def _scan_file(db_path: Path) -> Path:
+    return db_path.with_name(f"{db_path.name}.scanned")
+
+
+def _read_scanned(db_path: Path, store_uri: str) -> int:
+    """When the index last compared every run of ``store_uri`` (epoch ms; 0 when unknown).
+
+    Kept beside the index rather than in it: a scan that finds nothing changed leaves the index file untouched.
+    """
+    try:
+        doc = json.loads(_scan_file(db_path).read_text())
+        return int(doc["scanned_ms"]) if doc.get("store_uri") == store_uri else 0
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def _write_scanned(db_path: Path, store_uri: str, listed_ms: int) -> None:
+    path = _scan_file(db_path)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps({"store_uri": store_uri, "scanned_ms": listed_ms}))
+    os.replace(tmp, path)
 
 
 def _latest_points(db_path: Path, run_ids: list[str]) -> dict[tuple[str, str], MetricPoint]:
@@ -146,16 +178,21 @@ def _client(store_uri: str):
     return client
 
 
-def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = False, quick: bool = False,
-                history: str = "stepped", client=None) -> IndexStats:
+def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = False, update: str = "auto",
+                scan_every_s: float = SCAN_EVERY_S, history: str = "stepped", client=None) -> IndexStats:
     """Bring the index at ``db_path`` up to date with the store at ``store_uri``.
 
     Args:
         store_uri: MLflow tracking URI.
         db_path: The DuckDB file (created if missing).
         full: Ignore the existing index and rebuild it from the store.
-        quick: List only runs started or ended since the last index, running runs and deleted runs, instead of
-            every run (faster on large stores; misses later edits of runs that had already ended, see ``_diff``).
+        update: How an existing index is brought up to date. ``"scan"`` lists every run of the store and compares
+            fingerprints: it sees every change, including later edits of runs that had already ended (a tag set
+            in the MLflow UI, a metric logged into an ended run). ``"quick"`` lists only runs started or ended
+            since the last index, running runs and deleted runs (see ``_diff``): what a sweep changes, read in a
+            fraction of the time on a large store, but not those later edits. ``"auto"`` (the default) is quick
+            unless the last scan is older than ``scan_every_s``, so later edits show within that time.
+        scan_every_s: See ``update``.
         history: ``"stepped"`` reads the full history of metrics whose latest point has a step > 0 (curves) and
             records a metric logged at step 0 (a summary) by its latest point, which saves one store call per
             metric and run; ``"all"`` reads every history (repeated step-0 values included).
@@ -166,6 +203,8 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
     """
     if history not in ("stepped", "all"):
         raise ValueError(f"history={history!r}: use 'stepped' or 'all'")
+    if update not in UPDATES:
+        raise ValueError(f"update={update!r}: use one of {', '.join(UPDATES)}")
     t0 = time.perf_counter()
     db_path = Path(db_path).expanduser().resolve()
     db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -177,23 +216,28 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
         stats.rebuilt = prev is None
         prev = prev or _Previous()
         listed_ms = int(time.time() * 1000)
+        if stats.rebuilt:
+            update = "scan"
+        elif update == "auto":
+            update = "quick" if listed_ms - prev.scanned_ms < scan_every_s * 1000 else "scan"
+        stats.mode = update
         experiments = source.list_experiments(client)
         current, changed, removed = _diff(client, prev, [str(e.experiment_id) for e in experiments],
-                                          stats.rebuilt, quick)
+                                          stats.rebuilt, update == "quick")
         stats.runs = len(current)
         stats.added = sum(r.run_id not in prev.fingerprints for r in changed)
         stats.updated = len(changed) - stats.added
         stats.removed = len(removed)
         schema_hash = _schema_hash()
-        if not (changed or removed or stats.rebuilt or schema_hash != prev.schema_hash):
-            stats.seconds = time.perf_counter() - t0
-            return stats
-        if not stats.rebuilt:
-            prev.latest = _latest_points(db_path, [r.run_id for r in changed if r.run_id in prev.fingerprints])
-        frames = _details(client, store_uri, changed, prev, stats, history)
-        _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames,
-               incremental=not stats.rebuilt, listed_ms=listed_ms)
-        stats.written = True
+        if changed or removed or stats.rebuilt or schema_hash != prev.schema_hash:
+            if not stats.rebuilt:
+                prev.latest = _latest_points(db_path, [r.run_id for r in changed if r.run_id in prev.fingerprints])
+            frames = _details(client, store_uri, changed, prev, stats, history)
+            _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames,
+                   incremental=not stats.rebuilt, listed_ms=listed_ms)
+            stats.written = True
+        if update == "scan":
+            _write_scanned(db_path, store_uri, listed_ms)
     stats.seconds = time.perf_counter() - t0
     return stats
 
@@ -245,7 +289,9 @@ def _details(client, store_uri: str, changed: list[RunSnapshot], prev: _Previous
              history: str) -> dict[str, pd.DataFrame]:
     """Rows of every per-run table for the changed runs (histories only for metrics that moved)."""
     runs = pd.DataFrame([r.row() for r in changed], columns=ddl.columns("runs"))
-    kv = {name: pd.DataFrame([(r.run_id, k, v) for r in changed for k, v in getattr(r, name).items()],
+    # the artifact manifest becomes `artifacts` rows, not tags
+    kv = {name: pd.DataFrame([(r.run_id, k, v) for r in changed for k, v in getattr(r, name).items()
+                              if not (name == "tags" and manifest.is_manifest_tag(k))],
                              columns=["run_id", "key", "value"], dtype=object) for name in ("params", "tags")}
     latest = [(r.run_id, k, p) for r in changed for k, p in r.metrics.items()]
     points, refetch, artifacts, unlisted = [], [], [], set()
@@ -261,7 +307,13 @@ def _details(client, store_uri: str, changed: list[RunSnapshot], prev: _Previous
                 fetched += 1
             else:  # a summary metric, logged at step 0: its latest point is its history
                 points.append((run.run_id, key, point))
-    listings, errors = source.list_artifacts_of_runs([(r.run_id, r.artifact_uri) for r in changed], store_uri)
+    # runs that ended through Countboard carry their listing (``tracking.manifest``); only the others are listed
+    listings = {r.run_id: m for r in changed
+                if (m := manifest.decode(r.tags, r.status, r.end_time)) is not None}
+    listed, errors = source.list_artifacts_of_runs(
+        [(r.run_id, r.artifact_uri) for r in changed if r.run_id not in listings], store_uri)
+    listings.update(listed)
+    stats.artifacts_listed = len(listed) + len(errors)
     for run in changed:
         if run.run_id in errors:  # an unreachable artifact store must not stop the index
             msg = f"artifacts of run {run.run_id} at {run.artifact_uri} not listed: {errors[run.run_id]}"
@@ -309,7 +361,7 @@ def _write(db_path: Path, store_uri: str, schema_hash: str, experiments: list, c
 
 def _remove_stale_copies(db_path: Path) -> None:
     """Copies left by a builder that was killed while writing (we hold the lock: no builder is writing now)."""
-    for stale in db_path.parent.glob(f"{db_path.name}.tmp-*"):
+    for stale in [*db_path.parent.glob(f"{db_path.name}.tmp-*"), *db_path.parent.glob(f"{db_path.name}.scanned.tmp-*")]:
         log.info("removing %s, left by an index build that was stopped", stale)
         stale.unlink(missing_ok=True)
 

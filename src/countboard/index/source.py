@@ -6,6 +6,8 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 
+from countboard.tracking import manifest
+
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 1000
@@ -165,15 +167,7 @@ def artifact_repository(artifact_uri: str, store_uri: str | None):
 
 def list_artifacts(artifact_uri: str, store_uri: str | None = None) -> list[tuple[str, bool, int | None]]:
     """``(path, is_dir, file_size)`` of every artifact under ``artifact_uri``, directories included."""
-    repo = artifact_repository(artifact_uri, store_uri)
-    out: list[tuple[str, bool, int | None]] = []
-    pending: list[str | None] = [None]
-    while pending:
-        for info in repo.list_artifacts(pending.pop()):
-            out.append((info.path, bool(info.is_dir), info.file_size))
-            if info.is_dir:
-                pending.append(info.path)
-    return sorted(out)
+    return manifest.list_tree(artifact_repository(artifact_uri, store_uri))
 
 
 def list_artifacts_of_runs(runs: list[tuple[str, str]], store_uri: str | None, workers: int = LIST_WORKERS

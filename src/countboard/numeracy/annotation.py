@@ -150,7 +150,7 @@ def log_labels(tracker, run_id: str, store: LabelStore, model: str | None = None
     """
     with tempfile.TemporaryDirectory() as tmp:
         path = store.export(run_id, tmp, model)
-        tracker.log_file(run_id, path, "annotations")
+        tracker.add_to_ended_run(run_id, path, "annotations")
         return Path("annotations") / path.name
 
 

@@ -206,10 +206,36 @@ class Tracker:
         return run.info.run_id
 
     def set_status(self, run_id: str, status: str) -> None:
+        """Reopen a run (``RUNNING``) or end it; a run that ends first records its artifact manifest."""
         if status == RUNNING:
             _retry(lambda: self.client.update_run(run_id, status=RUNNING), "reopen run")
-        else:
-            _retry(lambda: self.client.set_terminated(run_id, status=status), "end run")
+            return
+        try:
+            self.record_artifacts(run_id)
+        except Exception as exc:  # the run must end all the same; the index lists a run without a manifest
+            log.warning("run %s: artifact manifest not recorded (%s: %s); the index will list its artifacts",
+                        run_id, type(exc).__name__, str(exc)[:200])
+        _retry(lambda: self.client.set_terminated(run_id, status=status), "end run")
+
+    def artifact_repository(self, artifact_uri: str):
+        """The artifact repository behind ``artifact_uri``, resolved against this store (a server's
+        ``mlflow-artifacts:`` URIs mean something only relative to the server that handed them out)."""
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        return get_artifact_repository(artifact_uri, tracking_uri=self.uri)
+
+    def record_artifacts(self, run_id: str) -> dict[str, str]:
+        """List the run's artifacts and keep the listing in its tags (``tracking.manifest``); returns the tags.
+
+        Called when a run ends, and by code that logs into a run that has already ended.
+        """
+        from countboard.tracking import manifest
+
+        uri = _retry(lambda: self.client.get_run(run_id), "get run").info.artifact_uri
+        repo = self.artifact_repository(uri)
+        tags = manifest.encode(_retry(lambda: manifest.list_tree(repo), "list artifacts"))
+        self.set_tags(run_id, tags)
+        return tags
 
     def delete_run(self, run_id: str) -> None:
         _retry(lambda: self.client.delete_run(run_id), "delete run")
@@ -248,6 +274,12 @@ class Tracker:
 
     def log_file(self, run_id: str, path: str | os.PathLike, artifact_path: str | None = None) -> None:
         _retry(lambda: self.client.log_artifact(run_id, str(path), artifact_path), "artifact")
+
+    def add_to_ended_run(self, run_id: str, path: str | os.PathLike, artifact_path: str | None = None) -> None:
+        """Log a file into a run that has already ended, and refresh the run's artifact manifest so the index
+        (at its next scan) names the new file."""
+        self.log_file(run_id, path, artifact_path)
+        self.record_artifacts(run_id)
 
     def log_dir(self, run_id: str, local_dir: str | os.PathLike, artifact_path: str | None = None) -> None:
         _retry(lambda: self.client.log_artifacts(run_id, str(local_dir), artifact_path), "artifacts")

@@ -1,0 +1,76 @@
+"""A run's artifact manifest: the listing of its files, kept in its own tags from the moment it ends.
+
+Listing a run's artifacts through an MLflow server costs one request per folder, and the index reads thousands of
+runs. A run that ends through ``Tracker.set_status`` lists its artifacts once, as the last thing its writer does,
+and keeps the listing in tags, which ``search_runs`` returns with the run: the index then lists only runs without
+a usable manifest (written by other tools, still running, killed before they ended, or ended again later without
+one). Code that logs into a run after it ended refreshes the manifest with ``Tracker.record_artifacts``; the new
+tag value changes the run's fingerprint, so the index reads the run again.
+
+Format: ``countboard.artifacts`` holds ``{"v": 1, "at": <ms>, "files": [[path, size], ...]}`` as compact JSON;
+when that is longer than one tag value, it is cut into ``countboard.artifacts``, ``countboard.artifacts.1``, …
+and ``countboard.artifacts.parts`` says how many. Folders are implied by the file paths.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+
+MANIFEST_TAG = "countboard.artifacts"
+PARTS_TAG = "countboard.artifacts.parts"
+VERSION = 1
+#: Characters per tag value (``Tracker.set_tags`` keeps 5,000; MLflow allows 8,000).
+PART_CHARS = 4800
+#: A manifest describes a run that ended within this long of its writing; a run ended again later (reopened by
+#: another tool, which may have logged more) is listed instead.
+TRUST_MS = 60 * 60 * 1000
+
+Listing = list[tuple[str, bool, "int | None"]]
+
+
+def list_tree(repo, path: str | None = None) -> Listing:
+    """``(path, is_dir, file_size)`` of every artifact under ``path`` of an artifact repository, folders included,
+    sorted."""
+    out: Listing = []
+    pending: list[str | None] = [path]
+    while pending:
+        for info in repo.list_artifacts(pending.pop()):
+            out.append((info.path, bool(info.is_dir), info.file_size))
+            if info.is_dir:
+                pending.append(info.path)
+    return sorted(out)
+
+
+def encode(listing: Listing, at_ms: int | None = None) -> dict[str, str]:
+    """The manifest tags of a listing (files only; folders are implied)."""
+    files = sorted([p, s] for p, is_dir, s in listing if not is_dir)
+    text = json.dumps({"v": VERSION, "at": int(time.time() * 1000) if at_ms is None else int(at_ms),
+                       "files": files}, separators=(",", ":"))
+    parts = [text[i:i + PART_CHARS] for i in range(0, len(text), PART_CHARS)] or [""]
+    tags = {MANIFEST_TAG if i == 0 else f"{MANIFEST_TAG}.{i}": part for i, part in enumerate(parts)}
+    tags[PARTS_TAG] = str(len(parts))
+    return tags
+
+
+def decode(tags: Mapping[str, str], status: str, end_time: int | None) -> Listing | None:
+    """The listing a run's manifest describes, folders included, or None when the run must be listed instead:
+    no manifest, one that is cut short or unreadable, a run still running, or one that ended more than
+    ``TRUST_MS`` away from when the manifest was written."""
+    if MANIFEST_TAG not in tags or status == "RUNNING" or end_time is None:
+        return None
+    try:
+        n = int(tags.get(PARTS_TAG, "1"))
+        doc = json.loads("".join(tags[MANIFEST_TAG if i == 0 else f"{MANIFEST_TAG}.{i}"] for i in range(n)))
+        if doc.get("v") != VERSION or abs(int(end_time) - int(doc["at"])) > TRUST_MS:
+            return None
+        files = {str(p): (None if s is None else int(s)) for p, s in doc["files"]}
+    except (KeyError, ValueError, TypeError):
+        return None
+    folders = {"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
+    return sorted([(p, False, s) for p, s in files.items()] + [(d, True, None) for d in folders])
+
+
+def is_manifest_tag(key: str) -> bool:
+    return key == MANIFEST_TAG or key.startswith(MANIFEST_TAG + ".")

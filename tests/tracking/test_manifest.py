@@ -1,0 +1,116 @@
+"""A run's artifact manifest: written when it ends, read by the index in place of listing the artifacts."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from countboard.index import build_index
+from countboard.index.reader import connect_readonly
+from countboard.tracking import manifest, tracker_from_config
+from countboard.tracking import store as st
+
+
+def _listing(files: dict[str, int]) -> list:
+    """What a listing of ``files`` returns, folders included (written out independently of ``decode``)."""
+    folders = set()
+    for p in files:
+        parts = p.split("/")[:-1]
+        folders.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return sorted([(p, False, s) for p, s in files.items()] + [(f, True, None) for f in folders])
+
+
+def test_round_trip_with_folders_and_an_empty_listing():
+    files = {"config.yaml": 3, "tables/errors.parquet": 10, "figures/a/b/c.png": 0, "x y.txt": 7}
+    tags = manifest.encode(_listing(files), at_ms=1_000)
+    assert set(tags) == {manifest.MANIFEST_TAG, manifest.PARTS_TAG} and tags[manifest.PARTS_TAG] == "1"
+    assert json.loads(tags[manifest.MANIFEST_TAG])["files"][0] == ["config.yaml", 3]
+    assert manifest.decode(tags, "FINISHED", 2_000) == _listing(files)
+    assert ("figures/a/b", True, None) in manifest.decode(tags, "FINISHED", 2_000)
+    assert manifest.decode(manifest.encode([], at_ms=5), "FAILED", 5) == []
+
+
+def test_long_manifest_is_cut_into_parts_that_fit_a_tag():
+    files = {f"checkpoints/part-{i:05d}-{'f' * 64}.parquet": i for i in range(300)}
+    tags = manifest.encode(_listing(files), at_ms=0)
+    n = int(tags[manifest.PARTS_TAG])
+    assert n > 3 and all(len(v) <= manifest.PART_CHARS for v in tags.values())
+    assert manifest.decode(tags, "FINISHED", 10) == _listing(files)
+    missing = {k: v for k, v in tags.items() if k != f"{manifest.MANIFEST_TAG}.2"}
+    assert manifest.decode(missing, "FINISHED", 10) is None  # a part lost: list the run instead
+    assert all(manifest.is_manifest_tag(k) for k in tags) and not manifest.is_manifest_tag("countboard.role")
+
+
+def test_manifest_is_not_trusted_for_running_reopened_or_unreadable_runs():
+    tags = manifest.encode(_listing({"a.txt": 1}), at_ms=10_000_000)
+    assert manifest.decode(tags, "RUNNING", None) is None
+    assert manifest.decode(tags, "FINISHED", None) is None
+    assert manifest.decode(tags, "FINISHED", 10_000_000 + manifest.TRUST_MS + 1) is None  # ended again later
+    assert manifest.decode({}, "FINISHED", 1) is None
+    assert manifest.decode({manifest.MANIFEST_TAG: "{not json"}, "FINISHED", 1) is None
+    assert manifest.decode({manifest.MANIFEST_TAG: '{"v": 99, "at": 1, "files": []}'}, "FINISHED", 1) is None
+
+
+def _tracker(tmp_path):
+    return tracker_from_config(OmegaConf.create({"kind": "local", "store_dir": str(tmp_path / "mlruns")}))
+
+
+def _log(tracker, run_id: str, tmp_path: Path, files: dict[str, bytes]) -> None:
+    src = tmp_path / f"upload-{time.monotonic_ns()}"
+    for rel, data in files.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(data)
+    tracker.log_dir(run_id, src)
+
+
+def test_a_run_ended_through_the_tracker_is_indexed_without_listing(tmp_path):
+    tracker = _tracker(tmp_path)
+    exp = tracker.experiment_id("exp")
+    ended = tracker.create_run(exp, "ended", {"family": "counters"})
+    _log(tracker, ended, tmp_path, {"samples.parquet": b"abc", "tables/t.parquet": b"tt", "figures/m/0.png": b"p"})
+    tracker.set_status(ended, st.FINISHED)
+    tags = tracker.client.get_run(ended).data.tags
+    repo = tracker.artifact_repository(tracker.client.get_run(ended).info.artifact_uri)
+    assert manifest.decode(tags, "FINISHED", tracker.client.get_run(ended).info.end_time) == manifest.list_tree(repo)
+
+    other = tracker.create_run(exp, "other tool", {"family": "counters"})  # ended without a manifest
+    _log(tracker, other, tmp_path, {"b.txt": b"1234"})
+    tracker.client.set_terminated(other)
+
+    db = tmp_path / "index.duckdb"
+    stats = build_index(tracker.uri, db)
+    assert stats.artifacts_listed == 1  # only the run without a manifest
+    con = connect_readonly(db)
+    rows = lambda run: con.execute(  # noqa: E731
+        "SELECT path, is_dir, file_size FROM artifacts WHERE run_id = ? ORDER BY path", [run]).fetchall()
+    assert rows(ended) == [("figures", True, None), ("figures/m", True, None), ("figures/m/0.png", False, 1),
+                           ("samples.parquet", False, 3), ("tables", True, None), ("tables/t.parquet", False, 2)]
+    assert rows(other) == [("b.txt", False, 4)]
+    assert not con.execute("SELECT count(*) FROM tags WHERE starts_with(key, 'countboard.artifacts')").fetchone()[0]
+    con.close()
+
+    # a file logged into the ended run, then the manifest refreshed: the next index sees it without a listing
+    _log(tracker, ended, tmp_path, {"annotations/task_1_m.csv": b"a,b\n"})
+    tracker.record_artifacts(ended)
+    stats = build_index(tracker.uri, db)
+    assert stats.updated == 1 and stats.artifacts_listed == 0
+    con = connect_readonly(db)
+    assert ("annotations/task_1_m.csv", False, 4) in rows(ended)
+    con.close()
+
+
+def test_a_run_ends_even_when_its_manifest_cannot_be_written(tmp_path, monkeypatch, caplog):
+    tracker = _tracker(tmp_path)
+    run = tracker.create_run(tracker.experiment_id("exp"), "r", {})
+
+    def unreachable(run_id):
+        raise OSError("artifact store unreachable")
+
+    monkeypatch.setattr(tracker, "record_artifacts", unreachable)
+    tracker.set_status(run, st.FAILED)
+    assert tracker.get_status(run) == st.FAILED
+    assert "artifact manifest not recorded" in caplog.text
+    assert manifest.MANIFEST_TAG not in tracker.client.get_run(run).data.tags
