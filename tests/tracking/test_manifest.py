@@ -42,6 +42,9 @@ def test_long_manifest_is_cut_into_parts_that_fit_a_tag():
     missing = {k: v for k, v in tags.items() if k != f"{manifest.MANIFEST_TAG}.2"}
     assert manifest.decode(missing, "FINISHED", 10) is None  # a part lost: list the run instead
     assert all(manifest.is_manifest_tag(k) for k in tags) and not manifest.is_manifest_tag("countboard.role")
+    huge = {f"figures/{i:06d}-{'x' * 60}.png": i for i in range(5000)}  # too many files for one manifest
+    assert manifest.encode(_listing(huge), at_ms=0) == manifest.NO_MANIFEST
+    assert manifest.decode({**tags, **manifest.NO_MANIFEST}, "FINISHED", 10) is None
 
 
 def test_manifest_is_not_trusted_for_running_reopened_or_unreadable_runs():
@@ -114,3 +117,22 @@ def test_a_run_ends_even_when_its_manifest_cannot_be_written(tmp_path, monkeypat
     assert tracker.get_status(run) == st.FAILED
     assert "artifact manifest not recorded" in caplog.text
     assert manifest.MANIFEST_TAG not in tracker.client.get_run(run).data.tags
+
+
+def test_a_reopened_run_is_listed_even_if_ending_it_again_fails_to_record_a_manifest(tmp_path, monkeypatch):
+    tracker = _tracker(tmp_path)
+    run = tracker.create_run(tracker.experiment_id("exp"), "r", {})
+    _log(tracker, run, tmp_path, {"a.txt": b"1"})
+    tracker.set_status(run, st.FAILED)  # a manifest naming a.txt
+    tracker.set_status(run, st.RUNNING)  # resumed
+    _log(tracker, run, tmp_path, {"b.txt": b"22"})
+    monkeypatch.setattr(tracker, "record_artifacts", lambda run_id: (_ for _ in ()).throw(OSError("down")))
+    tracker.set_status(run, st.FINISHED)
+    info = tracker.client.get_run(run)
+    assert manifest.decode(info.data.tags, info.info.status, info.info.end_time) is None  # the old one is void
+    db = tmp_path / "index.duckdb"
+    assert build_index(tracker.uri, db).artifacts_listed == 1
+    con = connect_readonly(db)
+    assert con.execute("SELECT path FROM artifacts WHERE run_id = ? ORDER BY path", [run]).fetchall() == [
+        ("a.txt",), ("b.txt",)]
+    con.close()

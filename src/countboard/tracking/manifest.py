@@ -9,7 +9,8 @@ tag value changes the run's fingerprint, so the index reads the run again.
 
 Format: ``countboard.artifacts`` holds ``{"v": 1, "at": <ms>, "files": [[path, size], ...]}`` as compact JSON;
 when that is longer than one tag value, it is cut into ``countboard.artifacts``, ``countboard.artifacts.1``, …
-and ``countboard.artifacts.parts`` says how many. Folders are implied by the file paths.
+and ``countboard.artifacts.parts`` says how many. Folders are implied by the file paths. ``parts = 0`` says there is
+no manifest to trust: the run was reopened (until it ends again) or has too many files for one.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ PARTS_TAG = "countboard.artifacts.parts"
 VERSION = 1
 #: Characters per tag value (``Tracker.set_tags`` keeps 5,000; MLflow allows 8,000).
 PART_CHARS = 4800
+#: More parts than this (a run with thousands of files) and the run keeps no manifest: the index lists it.
+MAX_PARTS = 40
 #: A manifest describes a run that ended within this long of its writing; a run ended again later (reopened by
 #: another tool, which may have logged more) is listed instead.
 TRUST_MS = 60 * 60 * 1000
+#: What a reopened run's tags say until it ends again (and a run too large for a manifest): list me.
+NO_MANIFEST = {PARTS_TAG: "0"}
 
 Listing = list[tuple[str, bool, "int | None"]]
 
@@ -49,6 +54,8 @@ def encode(listing: Listing, at_ms: int | None = None) -> dict[str, str]:
     text = json.dumps({"v": VERSION, "at": int(time.time() * 1000) if at_ms is None else int(at_ms),
                        "files": files}, separators=(",", ":"))
     parts = [text[i:i + PART_CHARS] for i in range(0, len(text), PART_CHARS)] or [""]
+    if len(parts) > MAX_PARTS:
+        return dict(NO_MANIFEST)
     tags = {MANIFEST_TAG if i == 0 else f"{MANIFEST_TAG}.{i}": part for i, part in enumerate(parts)}
     tags[PARTS_TAG] = str(len(parts))
     return tags
@@ -62,6 +69,8 @@ def decode(tags: Mapping[str, str], status: str, end_time: int | None) -> Listin
         return None
     try:
         n = int(tags.get(PARTS_TAG, "1"))
+        if n < 1:
+            return None
         doc = json.loads("".join(tags[MANIFEST_TAG if i == 0 else f"{MANIFEST_TAG}.{i}"] for i in range(n)))
         if doc.get("v") != VERSION or abs(int(end_time) - int(doc["at"])) > TRUST_MS:
             return None

@@ -208,6 +208,9 @@ class Tracker:
     def set_status(self, run_id: str, status: str) -> None:
         """Reopen a run (``RUNNING``) or end it; a run that ends first records its artifact manifest."""
         if status == RUNNING:
+            from countboard.tracking.manifest import NO_MANIFEST
+
+            self.set_tags(run_id, NO_MANIFEST)  # what it logs now is in no manifest until it ends again
             _retry(lambda: self.client.update_run(run_id, status=RUNNING), "reopen run")
             return
         try:
