@@ -236,9 +236,17 @@ def test_default_update_is_quick_between_scans_and_scans_when_one_is_due(tmp_pat
     assert (due.mode, due.updated) == ("scan", 1)
     assert _q(db, "SELECT cnt_f1 FROM counters").cnt_f1.iloc[0] == pytest.approx(0.9)
     assert build_index(uri, db).mode == "quick"  # the scan just ran
+    # a writer whose clock is far behind: runs stamped long ago, one still running and one ended now, are found
+    behind = client.create_run(exp, tags={"family": "counters", "model": "b"}, start_time=long_ago).info.run_id
+    ended = client.create_run(exp, tags={"family": "counters", "model": "e"}, start_time=long_ago).info.run_id
+    client.set_terminated(ended)
+    seen = build_index(uri, db)
+    assert (seen.mode, seen.added) == ("quick", 2)
+    assert set(_q(db, "SELECT run_id FROM runs").run_id) == {old, behind, ended}
     client.set_tag(old, "note", "checked")
     assert main(["index", "--store", uri, "--db", str(db), "--scan"]) == 0
-    assert "index updated (scan): 1 runs (0 added, 1 updated" in capsys.readouterr().out
+    # the tag edit, and the running run (read at every update)
+    assert "index updated (scan): 3 runs (0 added, 2 updated" in capsys.readouterr().out
     client.set_tag(old, "note", "checked twice")
     assert main(["index", "--store", uri, "--db", str(db), "--scan-every", "0"]) == 0
     assert "index updated (scan)" in capsys.readouterr().out

@@ -128,10 +128,15 @@ def list_runs(client, experiment_ids: list[str], filter_string: str = "", delete
 
 def list_changed_runs(client, experiment_ids: list[str], since_ms: int, also: list[str]) -> dict[str, RunSnapshot]:
     """Active runs that may have changed since ``since_ms``: started or ended since then, still running, or in
-    ``also`` (runs that were running at the last index)."""
+    ``also`` (runs that were running at the last index).
+
+    Three disjoint searches (the filter language has no OR), so a run started and ended since then is read once.
+    """
     runs: dict[str, RunSnapshot] = {}
-    for flt in (f"attributes.start_time >= {int(since_ms)}", f"attributes.end_time >= {int(since_ms)}",
-                "attributes.status = 'RUNNING'"):
+    since = int(since_ms)
+    for flt in (f"attributes.start_time >= {since}",
+                f"attributes.start_time < {since} AND attributes.end_time >= {since}",
+                f"attributes.start_time < {since} AND attributes.status = 'RUNNING'"):
         runs.update(list_runs(client, experiment_ids, flt))
     for run_id in also:
         if run_id not in runs:
