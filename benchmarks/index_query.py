@@ -76,16 +76,19 @@ def generate(store_dir: Path, n_runs: int, keys: list[str], seed: int = 0) -> tu
     rng = np.random.default_rng(seed)
     skill = rng.uniform(0.2, 0.9, MODELS)
     t0 = time.perf_counter()
+    base = int(time.time() * 1000) - 3_600_000 - 10 * n_runs
     for i in range(n_runs):
         m, d, s = i % MODELS, (i // MODELS) % DATASETS, (i // (MODELS * DATASETS)) % SPLITS
         tags = {"family": FAMILY, "model": f"model_{m:02d}", "dataset": f"dataset_{d}", "split": f"split_{s}",
                 "task": "praco", "model_kind": "counter", "config_hash": f"h{i}"}
-        run = client.create_run(exp_id, run_name=f"run-{i}", tags=tags)
-        now = int(time.time() * 1000)
-        metrics = [Metric(k, float(np.clip(skill[m] + rng.normal(0, 0.05), 0, 1)), now, 0) for k in keys]
+        # runs of sweeps that ended an hour ago: an update looks only at runs started or ended since the last
+        # index (less 5 min for clock skew), as on a store that is not being written this minute
+        start = base + 10 * i
+        run = client.create_run(exp_id, run_name=f"run-{i}", tags=tags, start_time=start)
+        metrics = [Metric(k, float(np.clip(skill[m] + rng.normal(0, 0.05), 0, 1)), start, 0) for k in keys]
         client.log_batch(run.info.run_id, metrics=metrics, params=[Param("seed", str(i)), Param("batch_size", "8")],
                          tags=[RunTag("device", "cpu")])
-        client.set_terminated(run.info.run_id)
+        client.set_terminated(run.info.run_id, end_time=start + 1000)
         if (i + 1) % 500 == 0:
             print(f"  generated {i + 1}/{n_runs} runs ({time.perf_counter() - t0:.0f}s)", flush=True)
     return uri, exp_id
