@@ -136,3 +136,28 @@ def test_a_reopened_run_is_listed_even_if_ending_it_again_fails_to_record_a_mani
     assert con.execute("SELECT path FROM artifacts WHERE run_id = ? ORDER BY path", [run]).fetchall() == [
         ("a.txt",), ("b.txt",)]
     con.close()
+
+
+def test_a_run_whose_artifacts_could_not_be_listed_is_retried_by_the_next_quick_update(tmp_path, monkeypatch):
+    from countboard.index import source
+
+    tracker = _tracker(tmp_path)
+    long_ago = int(time.time() * 1000) - 3_600_000
+    run = tracker.client.create_run(tracker.experiment_id("exp"), start_time=long_ago).info.run_id
+    _log(tracker, run, tmp_path, {"a.txt": b"1"})
+    tracker.client.set_terminated(run, end_time=long_ago + 1000)  # no manifest: the index lists it
+    real = source.list_artifacts
+
+    def unreachable(uri, store=None):
+        raise OSError("artifact store unreachable")
+
+    monkeypatch.setattr(source, "list_artifacts", unreachable)
+    db = tmp_path / "index.duckdb"
+    first = build_index(tracker.uri, db)
+    assert len(first.warnings) == 1 and "unreachable" in first.warnings[0]
+    monkeypatch.setattr(source, "list_artifacts", real)
+    again = build_index(tracker.uri, db)
+    assert (again.mode, again.updated, again.artifacts_listed, again.warnings) == ("quick", 1, 1, [])
+    con = connect_readonly(db)
+    assert con.execute("SELECT path FROM artifacts WHERE run_id = ?", [run]).fetchall() == [("a.txt",)]
+    con.close()

@@ -259,7 +259,9 @@ def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, qui
                    or r.status == "RUNNING"]
         return set(listed), changed, sorted(set(prev.fingerprints) - set(listed))
     since = prev.listed_ms - CLOCK_SKEW_MS
-    listed = source.list_changed_runs(client, experiment_ids, since, sorted(prev.running))
+    # runs that were running, and runs whose artifacts could not be listed last time (empty fingerprint)
+    retry = prev.running | {rid for rid, fp in prev.fingerprints.items() if not fp}
+    listed = source.list_changed_runs(client, experiment_ids, since, sorted(retry))
     deleted = set(source.list_runs(client, experiment_ids, deleted=True)) if prev.fingerprints else set()
     active_exps = set(experiment_ids)
     removed = sorted(rid for rid, exp in prev.experiment_of.items()
