@@ -50,8 +50,13 @@ def test_grid_through_slurm_into_a_local_store_and_into_the_server(slurm, mlflow
     proc = run(sweep_cmd(grid, tmp_path / "mlruns"), tmp_path, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _check_grid(store_runs(tmp_path / "mlruns"))
-    jobs = slurm.cmd("sacct", "-X", "-n", "-P", "-o", "JobID,State,AllocCPUS").stdout.split()
-    assert len([j for j in jobs if j.endswith("|COMPLETED|1")]) >= 4  # array tasks with the preset's 1 CPU
+
+    def completed_with_one_cpu() -> int:  # array tasks with the preset's 1 CPU
+        jobs = slurm.cmd("sacct", "-X", "-n", "-P", "-o", "JobID,State,AllocCPUS").stdout.split()
+        return len([j for j in jobs if j.endswith("|COMPLETED|1")])
+
+    # slurmdbd records ended jobs asynchronously: the last tasks may reach sacct a little after the sweep returns
+    _wait(lambda: completed_with_one_cpu() >= 4, "4 COMPLETED 1-CPU array tasks in sacct", timeout=60)
 
     proc = run(sweep_cmd([*grid, "tracking=server", f"tracking.uri={mlflow_server.url}",
                           "tracking.experiment=slurm_grid"], None), tmp_path, env)
