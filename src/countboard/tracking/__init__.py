@@ -4,7 +4,8 @@
 before any compute, run lookup by ``config_hash``, and artifact helpers; ``store.open_store`` turns what a command
 was given (``--store``, ``$COUNTBOARD_STORE``, …) into one. ``local_store`` creates the SQLite store atomically;
 ``lease`` gives a cell one owner; ``checkpoints`` writes and checks checkpoint parts; ``callbacks.SweepCallback``
-creates and closes the parent run of a multirun. To log a one-off run (an import, a training) use
+creates and closes the parent run of a multirun; ``manifest`` keeps a run's artifact listing in its tags when it
+ends (``Tracker.set_status``), so the index need not list it. To log a one-off run (an import, a training) use
 ``Tracker.log_complete_run``.
 """
 
