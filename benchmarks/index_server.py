@@ -48,7 +48,7 @@ def _runs(client, exp_id: str, n: int, keys: list[str], artifacts_of, seed: int 
                                                                                                  strict=True)],
                          params=[Param("seed", str(i))])
         _write_artifacts(artifacts_of(run.info.run_id))
-        tracker.record_artifacts(run.info.run_id)
+        tracker.record_artifacts(run.info.run_id, start + 10_000)  # as Tracker.set_status does, with this end time
         client.set_terminated(run.info.run_id, end_time=start + 10_000)
         return run.info.run_id
 

@@ -25,17 +25,21 @@ def _listing(files: dict[str, int]) -> list:
 
 def test_round_trip_with_folders_and_an_empty_listing():
     files = {"config.yaml": 3, "tables/errors.parquet": 10, "figures/a/b/c.png": 0, "x y.txt": 7}
-    tags = manifest.encode(_listing(files), at_ms=1_000)
+    tags = manifest.encode(_listing(files), 2_000)
     assert set(tags) == {manifest.MANIFEST_TAG, manifest.PARTS_TAG} and tags[manifest.PARTS_TAG] == "1"
     assert json.loads(tags[manifest.MANIFEST_TAG])["files"][0] == ["config.yaml", 3]
     assert manifest.decode(tags, "FINISHED", 2_000) == _listing(files)
     assert ("figures/a/b", True, None) in manifest.decode(tags, "FINISHED", 2_000)
-    assert manifest.decode(manifest.encode([], at_ms=5), "FAILED", 5) == []
+    assert manifest.decode(manifest.encode([], 5), "FAILED", 5) == []
+    # folders with no file under them are kept too
+    with_empty = [*_listing(files), ("empty", True, None), ("figures/none", True, None), ("x/y", True, None),
+                  ("x", True, None)]
+    assert manifest.decode(manifest.encode(with_empty, 7), "FINISHED", 7) == sorted(with_empty)
 
 
 def test_long_manifest_is_cut_into_parts_that_fit_a_tag():
     files = {f"checkpoints/part-{i:05d}-{'f' * 64}.parquet": i for i in range(300)}
-    tags = manifest.encode(_listing(files), at_ms=0)
+    tags = manifest.encode(_listing(files), 10)
     n = int(tags[manifest.PARTS_TAG])
     assert n > 3 and all(len(v) <= manifest.PART_CHARS for v in tags.values())
     assert manifest.decode(tags, "FINISHED", 10) == _listing(files)
@@ -43,18 +47,21 @@ def test_long_manifest_is_cut_into_parts_that_fit_a_tag():
     assert manifest.decode(missing, "FINISHED", 10) is None  # a part lost: list the run instead
     assert all(manifest.is_manifest_tag(k) for k in tags) and not manifest.is_manifest_tag("countboard.role")
     huge = {f"figures/{i:06d}-{'x' * 60}.png": i for i in range(5000)}  # too many files for one manifest
-    assert manifest.encode(_listing(huge), at_ms=0) == manifest.NO_MANIFEST
+    assert manifest.encode(_listing(huge), 10) == manifest.NO_MANIFEST
     assert manifest.decode({**tags, **manifest.NO_MANIFEST}, "FINISHED", 10) is None
 
 
 def test_manifest_is_not_trusted_for_running_reopened_or_unreadable_runs():
-    tags = manifest.encode(_listing({"a.txt": 1}), at_ms=10_000_000)
+    tags = manifest.encode(_listing({"a.txt": 1}), 10_000_000)
+    assert manifest.decode(tags, "FINISHED", 10_000_000) == [("a.txt", False, 1)]
     assert manifest.decode(tags, "RUNNING", None) is None
     assert manifest.decode(tags, "FINISHED", None) is None
-    assert manifest.decode(tags, "FINISHED", 10_000_000 + manifest.TRUST_MS + 1) is None  # ended again later
+    assert manifest.decode(tags, "FINISHED", 10_000_001) is None  # ended again since, by whatever tool
+    assert manifest.decode(manifest.encode([], None), "FINISHED", 1) is None
     assert manifest.decode({}, "FINISHED", 1) is None
     assert manifest.decode({manifest.MANIFEST_TAG: "{not json"}, "FINISHED", 1) is None
-    assert manifest.decode({manifest.MANIFEST_TAG: '{"v": 99, "at": 1, "files": []}'}, "FINISHED", 1) is None
+    assert manifest.decode({manifest.MANIFEST_TAG: '{"v": 99, "end": 1, "files": []}'}, "FINISHED", 1) is None
+    assert manifest.decode({manifest.MANIFEST_TAG: '[1, 2]'}, "FINISHED", 1) is None
 
 
 def _tracker(tmp_path):
@@ -95,11 +102,12 @@ def test_a_run_ended_through_the_tracker_is_indexed_without_listing(tmp_path):
     assert not con.execute("SELECT count(*) FROM tags WHERE starts_with(key, 'countboard.artifacts')").fetchone()[0]
     con.close()
 
-    # a file logged into the ended run, then the manifest refreshed: the next index sees it without a listing
+    # a file added to the ended run: its manifest is refreshed (the change the index notices) and, the run having
+    # changed after it ended, the index lists it rather than trust any manifest
     _log(tracker, ended, tmp_path, {"annotations/task_1_m.csv": b"a,b\n"})
     tracker.record_artifacts(ended)
     stats = build_index(tracker.uri, db)
-    assert stats.updated == 1 and stats.artifacts_listed == 0
+    assert stats.updated == 1 and stats.artifacts_listed == 1
     con = connect_readonly(db)
     assert ("annotations/task_1_m.csv", False, 4) in rows(ended)
     con.close()
@@ -160,4 +168,37 @@ def test_a_run_whose_artifacts_could_not_be_listed_is_retried_by_the_next_quick_
     assert (again.mode, again.updated, again.artifacts_listed, again.warnings) == ("quick", 1, 1, [])
     con = connect_readonly(db)
     assert con.execute("SELECT path FROM artifacts WHERE run_id = ?", [run]).fetchall() == [("a.txt",)]
+    con.close()
+
+
+def test_files_other_tools_add_after_the_end_are_never_hidden_by_a_manifest(tmp_path):
+    tracker = _tracker(tmp_path)
+    exp = tracker.experiment_id("exp")
+    reopened, edited = (tracker.create_run(exp, name, {}) for name in ("reopened", "edited"))
+    for run in (reopened, edited):
+        _log(tracker, run, tmp_path, {"a.txt": b"1"})
+        tracker.set_status(run, st.FINISHED)
+    db = tmp_path / "index.duckdb"
+    assert build_index(tracker.uri, db).artifacts_listed == 0
+    time.sleep(0.01)
+    # another tool reopens a run, logs a file and ends it again: its end time moved, so the manifest is void
+    tracker.client.update_run(reopened, status="RUNNING")
+    _log(tracker, reopened, tmp_path, {"late.png": b"xx"})
+    tracker.client.set_terminated(reopened)
+    # another tool logs into an ended run without reopening it; a tag set later makes the run change
+    _log(tracker, edited, tmp_path, {"posthoc.csv": b"abc"})
+    tracker.client.set_tag(edited, "note", "checked")
+    stats = build_index(tracker.uri, db, update="scan")
+    assert (stats.updated, stats.artifacts_listed) == (2, 2)
+    con = connect_readonly(db)
+    paths = lambda run: [p for (p,) in con.execute(  # noqa: E731
+        "SELECT path FROM artifacts WHERE run_id = ? ORDER BY path", [run]).fetchall()]
+    assert paths(reopened) == ["a.txt", "late.png"] and paths(edited) == ["a.txt", "posthoc.csv"]
+    con.close()
+    # a rebuild trusts the manifests of unchanged runs; --list-artifacts lists every run
+    full = build_index(tracker.uri, db, full=True)
+    assert full.artifacts_listed == 1  # `reopened` (ended again); `edited` still has its end time
+    assert build_index(tracker.uri, db, full=True, list_artifacts=True).artifacts_listed == 2
+    con = connect_readonly(db)
+    assert paths(edited) == ["a.txt", "posthoc.csv"]
     con.close()

@@ -35,6 +35,9 @@ def register(subparsers) -> None:
     p.add_argument("--scan-every", type=float, default=SCAN_EVERY_S / 60, metavar="MINUTES",
                    help="by default an update is quick unless the last scan is older than this (default: "
                         "%(default)g minutes), so later edits of ended runs show within that time")
+    p.add_argument("--list-artifacts", action="store_true",
+                   help="list the artifacts of every run read instead of taking them from the runs' manifests (with "
+                        "--full: brings in files that other tools logged into runs after they ended)")
     p.add_argument("--history", choices=("stepped", "all"), default="stepped",
                    help="read the full history of stepped metrics only (default) or of every metric")
     p.set_defaults(func=run_index)
@@ -54,7 +57,8 @@ def run_index(args) -> int:
 
     uri, db = store_paths(args)
     stats = build_index(uri, db, full=args.full, update=getattr(args, "update", "auto"),
-                        scan_every_s=60 * getattr(args, "scan_every", SCAN_EVERY_S / 60), history=args.history)
+                        scan_every_s=60 * getattr(args, "scan_every", SCAN_EVERY_S / 60), history=args.history,
+                        list_artifacts=getattr(args, "list_artifacts", False))
     print(stats.summary())
     for w in stats.warnings:
         print(f"warning: {w}", file=sys.stderr)

@@ -69,6 +69,7 @@ class IndexStats:
 class _Previous:
     fingerprints: dict[str, str] = field(default_factory=dict)
     experiment_of: dict[str, str] = field(default_factory=dict)
+    end_of: dict[str, int | None] = field(default_factory=dict)
     running: set[str] = field(default_factory=set)
     latest: dict[tuple[str, str], MetricPoint] = field(default_factory=dict)
     schema_hash: str = ""
@@ -102,10 +103,11 @@ def _read_previous(db_path: Path, store_uri: str) -> _Previous | None:
             return None
         prev = _Previous(schema_hash=meta.get("schema_hash", ""), listed_ms=int(meta.get("listed_ms", 0)),
                          scanned_ms=_read_scanned(db_path, store_uri))
-        for run_id, fp, status, exp in con.execute(
-                "SELECT run_id, fingerprint, status, experiment_id FROM runs").fetchall():
+        for run_id, fp, status, exp, end in con.execute(
+                "SELECT run_id, fingerprint, status, experiment_id, epoch_ms(end_time) FROM runs").fetchall():
             prev.fingerprints[run_id] = fp
             prev.experiment_of[run_id] = exp
+            prev.end_of[run_id] = end
             if status == "RUNNING":
                 prev.running.add(run_id)
         return prev
@@ -179,7 +181,8 @@ def _client(store_uri: str):
 
 
 def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = False, update: str = "auto",
-                scan_every_s: float = SCAN_EVERY_S, history: str = "stepped", client=None) -> IndexStats:
+                scan_every_s: float = SCAN_EVERY_S, history: str = "stepped", list_artifacts: bool = False,
+                client=None) -> IndexStats:
     """Bring the index at ``db_path`` up to date with the store at ``store_uri``.
 
     Args:
@@ -193,6 +196,8 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
             fraction of the time on a large store, but not those later edits. ``"auto"`` (the default) is quick
             unless the last scan is older than ``scan_every_s``, so later edits show within that time.
         scan_every_s: See ``update``.
+        list_artifacts: List the artifacts of every run read, even those with a manifest (``tracking.manifest``);
+            with ``full``, the way to bring in files that other tools logged into runs after they ended.
         history: ``"stepped"`` reads the full history of metrics whose latest point has a step > 0 (curves) and
             records a metric logged at step 0 (a summary) by its latest point, which saves one store call per
             metric and run; ``"all"`` reads every history (repeated step-0 values included).
@@ -232,7 +237,7 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
         if changed or removed or stats.rebuilt or schema_hash != prev.schema_hash:
             if not stats.rebuilt:
                 prev.latest = _latest_points(db_path, [r.run_id for r in changed if r.run_id in prev.fingerprints])
-            frames = _details(client, store_uri, changed, prev, stats, history)
+            frames = _details(client, store_uri, changed, prev, stats, history, list_artifacts)
             _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames,
                    incremental=not stats.rebuilt, listed_ms=listed_ms)
             stats.written = True
@@ -287,8 +292,17 @@ def _points_frame(rows: list[tuple[str, str, MetricPoint]]) -> pd.DataFrame:
     })
 
 
+def _manifest_listing(run: RunSnapshot, prev: _Previous) -> list | None:
+    """The run's artifacts from its manifest, when it may be used: for a run new to the index, or one whose end
+    time moved since the last index (it has just ended). A run that changed while its end time stayed was edited
+    after it ended, and what an edit added may be in no manifest: it is listed."""
+    if run.run_id in prev.fingerprints and prev.end_of.get(run.run_id) == run.end_time:
+        return None
+    return manifest.decode(run.tags, run.status, run.end_time)
+
+
 def _details(client, store_uri: str, changed: list[RunSnapshot], prev: _Previous, stats: IndexStats,
-             history: str) -> dict[str, pd.DataFrame]:
+             history: str, list_all: bool = False) -> dict[str, pd.DataFrame]:
     """Rows of every per-run table for the changed runs (histories only for metrics that moved)."""
     runs = pd.DataFrame([r.row() for r in changed], columns=ddl.columns("runs"))
     # the artifact manifest becomes `artifacts` rows, not tags
@@ -310,8 +324,7 @@ def _details(client, store_uri: str, changed: list[RunSnapshot], prev: _Previous
             else:  # a summary metric, logged at step 0: its latest point is its history
                 points.append((run.run_id, key, point))
     # runs that ended through Countboard carry their listing (``tracking.manifest``); only the others are listed
-    listings = {r.run_id: m for r in changed
-                if (m := manifest.decode(r.tags, r.status, r.end_time)) is not None}
+    listings = {} if list_all else {r.run_id: m for r in changed if (m := _manifest_listing(r, prev)) is not None}
     listed, errors = source.list_artifacts_of_runs(
         [(r.run_id, r.artifact_uri) for r in changed if r.run_id not in listings], store_uri)
     listings.update(listed)

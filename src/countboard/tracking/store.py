@@ -213,12 +213,13 @@ class Tracker:
             self.set_tags(run_id, NO_MANIFEST)  # what it logs now is in no manifest until it ends again
             _retry(lambda: self.client.update_run(run_id, status=RUNNING), "reopen run")
             return
+        end_ms = int(time.time() * 1000)  # the manifest is for exactly this end time
         try:
-            self.record_artifacts(run_id)
+            self.record_artifacts(run_id, end_ms)
         except Exception as exc:  # the run must end all the same; the index lists a run without a manifest
             log.warning("run %s: artifact manifest not recorded (%s: %s); the index will list its artifacts",
                         run_id, type(exc).__name__, str(exc)[:200])
-        _retry(lambda: self.client.set_terminated(run_id, status=status), "end run")
+        _retry(lambda: self.client.set_terminated(run_id, status=status, end_time=end_ms), "end run")
 
     def artifact_repository(self, artifact_uri: str):
         """The artifact repository behind ``artifact_uri``, resolved against this store (a server's
@@ -227,16 +228,18 @@ class Tracker:
 
         return get_artifact_repository(artifact_uri, tracking_uri=self.uri)
 
-    def record_artifacts(self, run_id: str) -> dict[str, str]:
+    def record_artifacts(self, run_id: str, end_ms: int | None = None) -> dict[str, str]:
         """List the run's artifacts and keep the listing in its tags (``tracking.manifest``); returns the tags.
 
-        Called when a run ends, and by code that logs into a run that has already ended.
+        Called when a run ends (``end_ms``: the end time it is about to get), and by code that logs into a run that
+        has already ended (its end time stays).
         """
         from countboard.tracking import manifest
 
-        uri = _retry(lambda: self.client.get_run(run_id), "get run").info.artifact_uri
-        repo = self.artifact_repository(uri)
-        tags = manifest.encode(_retry(lambda: manifest.list_tree(repo), "list artifacts"))
+        info = _retry(lambda: self.client.get_run(run_id), "get run").info
+        repo = self.artifact_repository(info.artifact_uri)
+        tags = manifest.encode(_retry(lambda: manifest.list_tree(repo), "list artifacts"),
+                               info.end_time if end_ms is None else end_ms)
         self.set_tags(run_id, tags)
         return tags
 
