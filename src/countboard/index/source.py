@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from countboard.tracking import manifest
+from countboard.tracking.store import artifact_repository
 
 log = logging.getLogger(__name__)
 
@@ -157,17 +158,6 @@ def metric_history(client, run_id: str, key: str) -> list[MetricPoint]:
 
 #: Artifact listings in flight at once: a remote store answers each in tens of milliseconds, mostly waiting.
 LIST_WORKERS = 16
-
-
-def artifact_repository(artifact_uri: str, store_uri: str | None):
-    """The artifact repository of a run, resolved against ``store_uri`` (not the process-wide tracking URI).
-
-    A server with proxied artifacts hands out ``mlflow-artifacts:/…`` URIs, which only mean something relative to
-    the server they came from: the same resolution ``MlflowClient(store_uri)`` uses, without its ``get_run`` call.
-    """
-    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
-    return get_artifact_repository(artifact_uri, tracking_uri=store_uri)
 
 
 def list_artifacts(artifact_uri: str, store_uri: str | None = None) -> list[tuple[str, bool, int | None]]:

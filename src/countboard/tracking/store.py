@@ -222,11 +222,8 @@ class Tracker:
         _retry(lambda: self.client.set_terminated(run_id, status=status, end_time=end_ms), "end run")
 
     def artifact_repository(self, artifact_uri: str):
-        """The artifact repository behind ``artifact_uri``, resolved against this store (a server's
-        ``mlflow-artifacts:`` URIs mean something only relative to the server that handed them out)."""
-        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
-        return get_artifact_repository(artifact_uri, tracking_uri=self.uri)
+        """The artifact repository behind ``artifact_uri``, resolved against this store."""
+        return artifact_repository(artifact_uri, self.uri)
 
     def record_artifacts(self, run_id: str, end_ms: int | None = None) -> dict[str, str]:
         """List the run's artifacts and keep the listing in its tags (``tracking.manifest``); returns the tags.
@@ -330,6 +327,17 @@ class Tracker:
             raise
         self.set_status(run_id, FINISHED)
         return run_id
+
+
+def artifact_repository(artifact_uri: str, store_uri: str | None):
+    """The artifact repository of a run, resolved against ``store_uri`` (not the process-wide tracking URI).
+
+    A server with proxied artifacts hands out ``mlflow-artifacts:/…`` URIs, which only mean something relative to
+    the server they came from: the same resolution ``MlflowClient(store_uri)`` uses, without its ``get_run`` call.
+    """
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    return get_artifact_repository(artifact_uri, tracking_uri=store_uri)
 
 
 def _literal(value: str) -> str:
