@@ -23,7 +23,6 @@ import pandas as pd
 
 from countboard.commands import store_argument
 from countboard.errors import ConfigError
-from countboard.quantify.compare import generator_comparison
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +147,8 @@ def heatmap(matrix: pd.DataFrame, title: str, path: Path) -> None:
 def log_comparison(tracker, experiment: str, task: str, dataset: str, classifier: str, cells: pd.DataFrame,
                    force: bool = False) -> str | None:
     """Log one comparison run of a group's cells (one per generator); None when an identical one exists."""
+    from countboard.quantify.compare import generator_comparison  # PyMC: imported when a comparison runs
+
     matrix = generator_comparison(cells.assign(classifier=classifier), classifier)
     tags = {"countboard.role": "comparison", "task": task, "dataset": dataset, "classifier": classifier,
             "family": "acs", "config_hash": inputs_hash(task, dataset, classifier, cells)}
