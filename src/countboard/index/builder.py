@@ -3,9 +3,10 @@
 Each call lists the store's active runs page by page (or, in a quick update, only those that can have changed),
 compares every run's fingerprint with the one stored in the index, and fetches metric histories and artifact
 listings only for runs that changed (within them, only histories of metrics whose latest point moved, and artifact
-listings only of runs without a manifest, see ``tracking.manifest``). Runs that left the store leave the index. The update is written to a copy of
-the index file that replaces the original in one rename, so a reader (the leaderboard) sees either the old or the
-new index, never a half-written one; a lock file keeps two builders from racing.
+listings only of runs without a usable manifest, see ``tracking.manifest``). Runs that left the store leave the
+index. The update is written to a copy of the index file that replaces the original in one rename, so a reader (the
+leaderboard) sees either the old or the new index, never a half-written one; a lock file keeps two builders from
+racing.
 """
 
 from __future__ import annotations
@@ -257,12 +258,13 @@ def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, qui
     experiments that are no longer active. It misses later edits of runs that had already ended (a tag set from
     the UI, a metric logged into a finished run) and runs deleted for good by ``mlflow gc``.
     """
+    def to_read(listed: dict[str, RunSnapshot]) -> list[RunSnapshot]:
+        return [r for r in listed.values() if prev.fingerprints.get(r.run_id) != r.fingerprint
+                or r.run_id in prev.running or r.status == "RUNNING"]
+
     if rebuild or not quick:
         listed = source.list_runs(client, experiment_ids)
-        changed = [r for r in listed.values()
-                   if prev.fingerprints.get(r.run_id) != r.fingerprint or r.run_id in prev.running
-                   or r.status == "RUNNING"]
-        return set(listed), changed, sorted(set(prev.fingerprints) - set(listed))
+        return set(listed), to_read(listed), sorted(set(prev.fingerprints) - set(listed))
     since = prev.listed_ms - CLOCK_SKEW_MS
     # runs that were running, and runs whose artifacts could not be listed last time (empty fingerprint)
     retry = prev.running | {rid for rid, fp in prev.fingerprints.items() if not fp}
@@ -271,11 +273,8 @@ def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, qui
     active_exps = set(experiment_ids)
     removed = sorted(rid for rid, exp in prev.experiment_of.items()
                      if (rid in deleted or exp not in active_exps) and rid not in listed)
-    changed = [r for r in listed.values()
-               if prev.fingerprints.get(r.run_id) != r.fingerprint or r.run_id in prev.running
-               or r.status == "RUNNING"]
     current = (set(prev.fingerprints) - set(removed)) | set(listed)
-    return current, changed, removed
+    return current, to_read(listed), removed
 
 
 def _ms(values) -> pd.Series:
