@@ -63,7 +63,7 @@ def test_import_export_import_is_the_identity(release, tmp_path, capsys):
 
 def test_export_of_local_task_runs(tmp_path):
     """A praco_negative + praco_mosaic pair of runs exports to the layout and imports back to the same counts."""
-    from countboard.commands.export_praco import build_results
+    from countboard.counting.released.exporter import build_results
 
     neg = pd.DataFrame({"image_id": ["a.jpg", "b.jpg"], "class_name": ["x", "y"], "gt": [3, 4],
                         "x": [3.0, 1.0], "y": [0.5, 4.0]})

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from countboard.commands.import_praco import import_praco
+from countboard.counting.released.importer import import_praco
 from countboard.counting.released.layout import read_exclusion_ids, read_meta, read_results
 from countboard.metrics.counting import mosaic_metrics, negative_label_metrics
 from countboard.metrics.praco_official import CSV_COLUMNS

@@ -65,7 +65,7 @@ def test_through_an_index_built_from_imported_and_local_runs(tmp_path):
     """import-praco logs a run, the index picks it up, the table reads the counters view."""
     from tests.fixtures.praco_release import MODEL, write_release
 
-    from countboard.commands.import_praco import import_praco
+    from countboard.counting.released.importer import import_praco
     from countboard.index.builder import build_index
     from countboard.index.reader import connect_readonly
     from countboard.tracking.store import open_store

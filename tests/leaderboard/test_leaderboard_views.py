@@ -172,7 +172,7 @@ def test_counters_page_offers_the_papers_table_in_both_conventions(monkeypatch, 
     """An imported PrACo result appears in the paper-layout table; the convention switch changes CntR only."""
     from tests.fixtures.praco_release import MODEL, write_release
 
-    from countboard.commands.import_praco import import_praco
+    from countboard.counting.released.importer import import_praco
     from countboard.index.builder import build_index
     from countboard.tracking.store import open_store
 
