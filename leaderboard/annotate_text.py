@@ -96,14 +96,11 @@ def rerun_command(model: str, dataset: str, classifier: str, path: Path) -> str:
 
 
 def log_to_run(run_id: str, path: Path) -> None:
-    from countboard.tracking import Tracker
-
-    meta = data.query("SELECT key, value FROM meta")
-    uri = dict(zip(meta.key, meta.value, strict=True)).get("store_uri")
+    tracker = data.open_indexed_store()
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / LOGGED_NAME
         shutil.copyfile(path, copy)
-        Tracker(uri).add_to_ended_run(run_id, copy, "annotations")
+        tracker.add_to_ended_run(run_id, copy, "annotations")
     st.success(f"Logged annotations/{LOGGED_NAME} to run {run_id}; run `countboard index --scan` to see it in the "
                "index.")
 

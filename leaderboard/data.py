@@ -26,23 +26,21 @@ from countboard.index.artifacts import (
 from countboard.index.ddl import CELLS_SUFFIX, SPREAD_SUFFIX
 from countboard.index.reader import connect_readonly, use_index
 from countboard.schema import FamilyInfo, IntervalInfo, MetricInfo, load_schema
+from countboard.tracking import address
 
-DB_ENV = "COUNTBOARD_INDEX_DB"
-STORE_ENV = "COUNTBOARD_STORE"
 DEFAULT_COLUMNS = 10
 PARTIAL_COLUMN = "partial"  # the index's flag of runs over a subset of their cell (smoke runs)
 
 
 def db_path() -> Path:
-    """``$COUNTBOARD_INDEX_DB``, else ``--db PATH`` after ``--`` on the ``streamlit run`` line, else the default."""
-    if os.environ.get(DB_ENV):
-        return Path(os.environ[DB_ENV]).expanduser()
+    """``$COUNTBOARD_INDEX_DB``, else ``--db PATH`` after ``--`` on the ``streamlit run`` line, else the default
+    of the store (``countboard.tracking.address``)."""
+    if os.environ.get(address.INDEX_DB_ENV):
+        return Path(os.environ[address.INDEX_DB_ENV]).expanduser()
     argv = sys.argv[1:]
     if "--db" in argv and argv.index("--db") + 1 < len(argv):
         return Path(argv[argv.index("--db") + 1]).expanduser()
-    from countboard.index.locate import default_db_path, resolve_store_uri
-
-    return default_db_path(resolve_store_uri(None))
+    return address.resolve().index_path()
 
 
 def mlflow_ui_base() -> str:
@@ -253,13 +251,9 @@ def store_dirs() -> tuple[Path | None, Path | None]:
     Now: ``$COUNTBOARD_STORE`` (set by ``countboard leaderboard``) when given; else, when the indexed directory is
     gone, the index's own folder (the index lives beside the store, so a store moved with its index is found).
     """
-    from countboard.index.locate import local_store_dir, resolve_store_uri
-
-    meta = query(queries.META)
-    uri = dict(zip(meta.key, meta.value, strict=True)).get("store_uri") if not meta.empty else None
-    indexed = local_store_dir(uri) if uri else None
-    if os.environ.get(STORE_ENV):
-        return indexed, local_store_dir(resolve_store_uri(os.environ[STORE_ENV]))
+    indexed = address.local_folder(store_uri())
+    if os.environ.get(address.STORE_ENV):
+        return indexed, address.parse(os.environ[address.STORE_ENV]).folder
     if indexed is not None and not indexed.exists():
         return indexed, db_path().resolve().parent
     return indexed, indexed
@@ -282,6 +276,17 @@ def store_uri() -> str | None:
     """The store the index was built from."""
     meta = query(queries.META)
     return dict(zip(meta.key, meta.value, strict=True)).get("store_uri") if not meta.empty else None
+
+
+def open_indexed_store():
+    """The store the index was built from, opened the way every command opens it (``open_store``), for the pages
+    that write into its runs (annotations)."""
+    from countboard.tracking.store import open_store
+
+    uri = store_uri()
+    if not uri:
+        raise ValueError("the index names no store; build it again with `countboard index`")
+    return open_store(uri)
 
 
 def artifact_file(run_id: str, path: str) -> Path | None:

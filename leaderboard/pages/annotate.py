@@ -55,11 +55,8 @@ def candidate_runs() -> pd.DataFrame:
 
 def log_to_run(run_id: str, model: str, store: LabelStore) -> None:
     from countboard.numeracy.annotation import log_labels
-    from countboard.tracking import Tracker
 
-    meta = data.query("SELECT key, value FROM meta")
-    uri = dict(zip(meta.key, meta.value, strict=True)).get("store_uri")
-    path = log_labels(Tracker(uri), run_id, store, model)
+    path = log_labels(data.open_indexed_store(), run_id, store, model)
     st.success(f"Logged {path} to run {run_id}; run `countboard index --scan` to see it in the index.")
 
 

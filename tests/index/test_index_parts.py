@@ -10,7 +10,7 @@ from countboard.cli import build_parser
 from countboard.commands.leaderboard import leaderboard_command
 from countboard.index import ddl
 from countboard.index.artifacts import ArtifactPathError, artifact_root, resolve_artifact
-from countboard.index.locate import default_db_path, resolve_store_uri
+from countboard.tracking.address import resolve
 
 
 @pytest.mark.parametrize("bad", ["x; DROP TABLE runs", "a\"b", "A", "1x", "", "a-b", "cnt f1", "é"])
@@ -50,16 +50,16 @@ def test_remote_artifacts_are_refused():
 def test_store_and_index_locations(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("COUNTBOARD_INDEX_DB", raising=False)
-    assert resolve_store_uri(str(tmp_path)) == f"sqlite:///{tmp_path}/mlflow.db"
-    assert resolve_store_uri(str(tmp_path / "x.db")) == f"sqlite:///{tmp_path}/x.db"
-    assert resolve_store_uri("http://h:5000") == "http://h:5000"
-    assert default_db_path(f"sqlite:///{tmp_path}/mlflow.db") == tmp_path / "index.duckdb"
+    assert resolve(str(tmp_path)).uri == f"sqlite:///{tmp_path}/mlflow.db"
+    assert resolve(str(tmp_path / "x.db")).uri == f"sqlite:///{tmp_path}/x.db"
+    assert resolve("http://h:5000").uri == "http://h:5000"
+    assert resolve(f"sqlite:///{tmp_path}/mlflow.db").index_path() == tmp_path / "index.duckdb"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    remote = default_db_path("http://h:5000")
+    remote = resolve("http://h:5000").index_path()
     assert remote.parent.parent == tmp_path / "cache" / "countboard" and remote.name == "index.duckdb"
-    assert remote.parent.name.startswith("h_5000-") and remote != default_db_path("http://h:5001")
+    assert remote.parent.name.startswith("h_5000-") and remote != resolve("http://h:5001").index_path()
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(tmp_path / "elsewhere.duckdb"))
-    assert default_db_path("http://h:5000") == tmp_path / "elsewhere.duckdb"
+    assert resolve("http://h:5000").index_path() == tmp_path / "elsewhere.duckdb"
 
 
 def test_cli_parses_index_and_leaderboard(tmp_path):

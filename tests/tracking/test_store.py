@@ -96,7 +96,7 @@ def test_mlflow_ui_serves_the_sweep_store_on_loopback(monkeypatch, tmp_path, cap
     cmd = calls[0]
     assert cmd[1:4] == ["-m", "mlflow", "server"]
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5123"
-    assert cmd[cmd.index("--backend-store-uri") + 1] == st.local_store_uri(tmp_path / "mlruns")
+    assert cmd[cmd.index("--backend-store-uri") + 1] == f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
 
 
 def test_experiments_are_classic_ml_experiments_inside_the_store(tracker, tmp_path):

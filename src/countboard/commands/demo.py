@@ -11,9 +11,8 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from countboard.errors import CountboardError
+from countboard.errors import ConfigError, CountboardError
 
 
 def _step(title: str) -> float:
@@ -31,8 +30,12 @@ def _run(cmd: list[str]) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     from countboard.cli import main as cli_main
     from countboard.resources import GECKONUM_DIR
+    from countboard.tracking.address import DEFAULT_STORE, STORE_ENV, parse
 
-    store = Path(args.store).resolve()
+    where = parse(args.store or os.environ.get(STORE_ENV) or DEFAULT_STORE)
+    if where.folder is None:
+        raise ConfigError(f"the demo writes an embedded store: give --store a folder, not {where.given!r}")
+    store = where.folder
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     t0 = time.time()
     steps = [
@@ -65,6 +68,6 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the offline demo end to end (train, sweep, import, index)")
-    p.add_argument("--store", default=os.environ.get("COUNTBOARD_STORE", "mlruns"), help="store directory")
+    p.add_argument("--store", default=None, help="store directory (default: $COUNTBOARD_STORE, else ./mlruns)")
     p.add_argument("--jobs", type=int, default=2, help="parallel sweep jobs (joblib launcher)")
     p.set_defaults(func=run_demo)

@@ -15,10 +15,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 from countboard.commands import store_argument
+
+if TYPE_CHECKING:
+    from countboard.tracking.address import StoreAddress
 
 log = logging.getLogger("countboard")
 
@@ -36,16 +40,11 @@ class Finding:
         return f"[{self.kind}] {self.what} -> {self.repair}"
 
 
-def _local_dir(uri: str) -> Path | None:
-    return Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") else None
-
-
-def _store_file_findings(arg: str | None) -> list[Finding]:
+def _store_file_findings(where: StoreAddress) -> list[Finding]:
     from countboard.tracking.local_store import DB_NAME, ensure_local_store, store_problem
-    from countboard.tracking.store import store_uri
 
-    root = _local_dir(store_uri(arg))
-    if root is None or not (root / DB_NAME).is_file():
+    root = where.folder
+    if not where.is_embedded or not where.db.is_file():
         return []
     out = []
     problem = store_problem(root / DB_NAME)
@@ -157,20 +156,20 @@ def _index_findings(tracker, db: Path) -> list[Finding]:
 
 def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> list[Finding]:
     """Every inconsistency of the store named by ``arg`` (as ``--store``) and of its index."""
-    from countboard.index.locate import default_db_path
-    from countboard.tracking.store import open_store
+    from countboard.tracking.address import resolve
+    from countboard.tracking.store import open_address
 
-    findings = _store_file_findings(arg)
+    where = resolve(arg)
+    findings = _store_file_findings(where)
     if any(f.kind == "store" and "half-created" in f.what for f in findings):
         return findings  # nothing else can be read until the store is whole
-    tracker = open_store(arg, create=False)
+    tracker = open_address(where, create=False)
     tracker.check()
     for exp in tracker.experiments():
         findings += _run_findings(tracker, exp.experiment_id, ttl_s)
-    root = _local_dir(tracker.uri)
-    if root is not None:
-        findings += _artifact_findings(tracker, root)
-    findings += _index_findings(tracker, db or default_db_path(tracker.uri))
+    if where.folder is not None:
+        findings += _artifact_findings(tracker, where.folder)
+    findings += _index_findings(tracker, db or where.index_path())
     return findings
 
 

@@ -45,11 +45,12 @@ def register(subparsers) -> None:
 
 def store_paths(args) -> tuple[str, Path]:
     """The store (which must exist) and the index file."""
-    from countboard.index.locate import default_db_path
-    from countboard.tracking.store import open_store
+    from countboard.tracking.address import resolve
+    from countboard.tracking.store import open_address
 
-    uri = open_store(args.store, create=False).uri
-    return uri, (args.db.expanduser().resolve() if args.db else default_db_path(uri))
+    where = resolve(args.store)
+    uri = open_address(where, create=False).uri
+    return uri, (args.db.expanduser().resolve() if args.db else where.index_path())
 
 
 def run_index(args) -> int:

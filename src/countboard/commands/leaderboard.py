@@ -56,6 +56,7 @@ def leaderboard_command(db: Path, host: str, port: int) -> list[str]:
 
 def run_leaderboard(args) -> int:
     from countboard.commands.index import run_index, store_paths
+    from countboard.tracking.address import INDEX_DB_ENV, STORE_ENV
 
     uri, db = store_paths(args)
     if not args.no_index:
@@ -64,8 +65,8 @@ def run_leaderboard(args) -> int:
         raise ConfigError(f"no index at {db}; run `countboard index --store {uri} --db {db}` first "
                           "(or drop --no-index)")
     env = dict(os.environ)
-    env["COUNTBOARD_INDEX_DB"] = str(db)
-    env["COUNTBOARD_STORE"] = uri
+    env[INDEX_DB_ENV] = str(db)
+    env[STORE_ENV] = uri
     env[UI_ENV] = args.mlflow_ui or env.get(UI_ENV) or store_ui(uri)
     print(f"leaderboard on http://{args.host}:{args.port} (index {db})", flush=True)
     cmd = leaderboard_command(db, args.host, args.port)

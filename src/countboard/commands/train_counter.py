@@ -9,11 +9,12 @@ from pathlib import Path
 from countboard.commands import store_argument
 from countboard.counting.models.shapecount import RECIPES, local_checkpoint_path
 from countboard.counting.models.shapecount_train import TrainConfig, train_recipe
-from countboard.tracking.store import store_uri
 from countboard.tracking.trained import log_checkpoint
 
 
 def _main(args: argparse.Namespace) -> int:
+    from countboard.tracking.address import resolve
+
     data_dir = Path(args.data_dir or os.environ.get("COUNTBOARD_DATA_DIR", "data"))
     dataset_root = Path(args.dataset_root) if args.dataset_root else data_dir / "synthetic_shapes"
     recipes = list(RECIPES) if args.recipe == "both" else [args.recipe]
@@ -25,8 +26,9 @@ def _main(args: argparse.Namespace) -> int:
               f"{info['train_cpu_seconds']:.0f} s CPU, {info['n_train_images']} images)")
         if not args.no_mlflow:
             run_id = log_checkpoint(path, f"shapecount_{recipe}", info, args.store, force=args.force)
-            print(f"  logged to {store_uri(args.store)} as run {run_id}" if run_id else
-                  f"  a run with the same settings is already logged in {store_uri(args.store)} (pass --force to log again)")
+            where = resolve(args.store).uri
+            print(f"  logged to {where} as run {run_id}" if run_id else
+                  f"  a run with the same settings is already logged in {where} (pass --force to log again)")
     return 0
 
 

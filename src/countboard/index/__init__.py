@@ -8,6 +8,5 @@ artifact directory. To index a new run attribute, add a column in ``ddl.TABLES``
 """
 
 from countboard.index.builder import IndexStats, build_index
-from countboard.index.locate import default_db_path, resolve_store_uri
 
-__all__ = ["IndexStats", "build_index", "default_db_path", "resolve_store_uri"]
+__all__ = ["IndexStats", "build_index"]

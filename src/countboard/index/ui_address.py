@@ -27,7 +27,9 @@ def store_ui(store_uri: str) -> str:
         >>> store_ui("http://10.1.2.3:5000/"), store_ui("sqlite:////x/mlflow.db")
         ('http://10.1.2.3:5000', 'http://127.0.0.1:5000')
     """
-    return store_uri.rstrip("/") if store_uri.startswith(("http://", "https://")) else DEFAULT_UI
+    from countboard.tracking.address import parse
+
+    return parse(store_uri).http_url or DEFAULT_UI
 
 
 def mlflow_ui_host_port() -> tuple[str, int]:

@@ -1,11 +1,12 @@
 """MLflow tracking: the only package that imports mlflow (besides the index builder).
 
 ``store.Tracker`` wraps ``MlflowClient`` with retries for SQLite lock contention, a reachability check that runs
-before any compute, run lookup by ``config_hash``, and artifact helpers; ``store.open_store`` turns what a command
-was given (``--store``, ``$COUNTBOARD_STORE``, …) into one. ``local_store`` creates the SQLite store atomically;
-``lease`` gives a cell one owner; ``checkpoints`` writes and checks checkpoint parts; ``callbacks.SweepCallback``
-creates and closes the parent run of a multirun; ``manifest`` keeps a run's artifact listing in its tags when it
-ends (``Tracker.set_status``), so the index need not list it. To log a one-off run (an import, a training) use
+before any compute, run lookup by ``config_hash``, and artifact helpers. ``address`` turns what a command was
+given (``--store``, ``$COUNTBOARD_STORE``, …) into a folder, a URI and an index path, once; ``store.open_store``
+opens it. ``local_store`` creates the SQLite store atomically; ``lease`` gives a cell one owner; ``checkpoints``
+writes and checks checkpoint parts; ``callbacks.SweepCallback`` creates and closes the parent run of a multirun;
+``manifest`` keeps a run's artifact listing in its tags when it ends (``Tracker.set_status``), so the index need
+not list it. To log a one-off run (an import, a training) use
 ``Tracker.log_complete_run``.
 """
 

@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 
 from countboard.errors import TrackingStoreError
+from countboard.tracking.address import STORE_DB_NAME as DB_NAME
+from countboard.tracking.address import STORE_ENV, sqlite_uri
 
 log = logging.getLogger("countboard")
 
-DB_NAME = "mlflow.db"
 LOCK_NAME = ".mlflow.db.lock"
 _SIDECARS = ("", "-wal", "-shm", "-journal")
 
@@ -55,7 +56,7 @@ def store_problem(db: Path) -> str | None:
     if db.stat().st_size == 0:
         return "the file is empty"
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
         try:
             tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if "alembic_version" not in tables or "experiments" not in tables:
@@ -71,7 +72,7 @@ def store_problem(db: Path) -> str | None:
         if runs:
             raise TrackingStoreError(
                 f"the store {db} has MLflow schema {revision[0] if revision else 'none'}, this MLflow expects {head}; "
-                f"back it up, then run `mlflow db upgrade sqlite:///{db}`")
+                f"back it up, then run `mlflow db upgrade {sqlite_uri(db)}`")
         return f"its schema migration stopped at {revision[0] if revision else 'the start'} (of {head})"
     return None
 
@@ -79,7 +80,7 @@ def store_problem(db: Path) -> str | None:
 def _create(tmp: Path, artifact_root: str) -> None:
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    uri = f"sqlite:///{tmp}"
+    uri = sqlite_uri(tmp)
     store = SqlAlchemyStore(uri, artifact_root)
     store.engine.dispose()
     SqlAlchemyStore._engine_map.pop(uri, None)
@@ -113,7 +114,7 @@ def ensure_local_store(store_dir: str | os.PathLike, create: bool = True) -> Pat
     root = Path(store_dir).expanduser().resolve()
     db = root / DB_NAME
     if not create and not db.is_file():
-        raise TrackingStoreError(f"no MLflow store at {root} (no {DB_NAME}); check --store / $COUNTBOARD_STORE, "
+        raise TrackingStoreError(f"no MLflow store at {root} (no {DB_NAME}); check --store / ${STORE_ENV}, "
                                  "or run a sweep first (`countboard-sweep ...` or `make demo`) to create one")
     if db.is_file() and db.stat().st_size and _quick_ok(db):
         return db
@@ -137,7 +138,7 @@ def ensure_local_store(store_dir: str | os.PathLike, create: bool = True) -> Pat
 def _quick_ok(db: Path) -> bool:
     """A cheap check for the common case (a complete store): its schema revision is MLflow's head."""
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
         try:
             row = con.execute("SELECT version_num FROM alembic_version").fetchone()
         finally:

@@ -17,6 +17,7 @@ from urllib.request import url2pathname
 
 from countboard.config import clean_run_name, validate_name
 from countboard.errors import ConfigError, TrackingStoreError
+from countboard.tracking import address
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -36,12 +37,6 @@ class RunRecord:
     status: str
     tags: dict[str, str]
     start_time: int
-
-
-def local_store_uri(store_dir: str | os.PathLike) -> str:
-    """SQLite URI of the embedded store in ``store_dir`` (``<store_dir>/mlflow.db``)."""
-    db = Path(store_dir).expanduser().resolve() / "mlflow.db"
-    return f"sqlite:///{db}"
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -94,9 +89,10 @@ class Tracker:
         try:
             _retry(lambda: self.client.search_experiments(max_results=1), "check")
         except Exception as exc:
-            if self.uri.startswith("sqlite:"):
+            where = address.parse(self.uri)
+            if where.db is not None:
                 raise TrackingStoreError(
-                    f"cannot open the local store {self.uri[len('sqlite:///'):]}: {type(exc).__name__}: "
+                    f"cannot open the local store {where.db}: {type(exc).__name__}: "
                     f"{str(exc)[:300]}. Run `countboard doctor --store <dir>` to check it.") from exc
             raise TrackingStoreError(
                 f"cannot reach the MLflow tracking store {self.uri!r}: {type(exc).__name__}: {str(exc)[:300]}. "
@@ -350,44 +346,28 @@ def _literal(value: str) -> str:
     raise ValueError(f"tag value {value!r} has both quote kinds and cannot be searched for")
 
 
-STORE_ENV = "COUNTBOARD_STORE"
-
-
-def store_uri(arg: str | None = None) -> str:
-    """A tracking URI from what the user gave: ``--store``, else ``$COUNTBOARD_STORE``, else
-    ``$MLFLOW_TRACKING_URI``, else ``./mlruns``. A URI is kept; a directory or ``.db`` file means SQLite.
-
-    Example:
-        >>> store_uri("/tmp/store")
-        'sqlite:////tmp/store/mlflow.db'
-    """
-    value = arg or os.environ.get(STORE_ENV) or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
-    if "://" in value:
-        return value
-    path = Path(value).expanduser().resolve()
-    return f"sqlite:///{path if path.suffix == '.db' else path / 'mlflow.db'}"
-
-
 def open_store(arg: str | None = None, *, create: bool = False, timeout_s: float = 10.0) -> Tracker:
-    """The store a command works on (``--store``, ``$COUNTBOARD_STORE``, ``$MLFLOW_TRACKING_URI``, ``./mlruns``).
+    """The store a command works on (``--store``, ``$COUNTBOARD_STORE``, ``$MLFLOW_TRACKING_URI``, ``./mlruns``;
+    ``countboard.tracking.address``).
 
     Args:
-        arg: What the user passed, or None.
+        arg: What the user passed (a folder, a ``.db`` file or a tracking URI), or None.
         create: Create a missing local store (commands that write); read-only commands leave it False, so a
             mistyped path is an error instead of a new, empty store.
         timeout_s: HTTP timeout for a server store.
     """
-    uri = store_uri(arg)
-    if uri.startswith("sqlite:///"):
+    return open_address(address.resolve(arg), create=create, timeout_s=timeout_s)
+
+
+def open_address(where: address.StoreAddress, *, create: bool = False, timeout_s: float = 10.0) -> Tracker:
+    """A ``Tracker`` on the store at ``where`` (an embedded store is created first when ``create``)."""
+    if where.is_embedded:
         from countboard.tracking.local_store import ensure_local_store
 
-        db = Path(uri[len("sqlite:///"):])
-        if db.name != "mlflow.db" and not create and not db.is_file():
-            raise TrackingStoreError(f"no MLflow store at {db}; check --store / ${STORE_ENV}")
-        if db.name == "mlflow.db":
-            ensure_local_store(db.parent, create=create)
-        return Tracker(uri, (db.parent / "artifacts").as_uri(), timeout_s)
-    return Tracker(uri, None, timeout_s)
+        ensure_local_store(where.folder, create=create)
+    elif where.db is not None and not create and not where.db.is_file():
+        raise TrackingStoreError(f"no MLflow store at {where.db}; check --store / ${address.STORE_ENV}")
+    return Tracker(where.uri, where.artifact_root, timeout_s)
 
 
 def tracker_from_config(tracking) -> Tracker:
@@ -395,15 +375,12 @@ def tracker_from_config(tracking) -> Tracker:
     kind = tracking.get("kind", "local")
     timeout = float(tracking.get("timeout_s", 10))
     if kind == "local":
-        from countboard.tracking.local_store import ensure_local_store
-
-        store_dir = Path(tracking.get("store_dir") or "mlruns").expanduser().resolve()
-        ensure_local_store(store_dir)
-        return Tracker(local_store_uri(store_dir), (store_dir / "artifacts").as_uri(), timeout)
+        return open_address(address.parse(tracking.get("store_dir") or address.DEFAULT_STORE), create=True,
+                            timeout_s=timeout)
     if kind == "server":
-        uri = tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI")
+        uri = tracking.get("uri") or os.environ.get(address.TRACKING_URI_ENV)
         if not uri:
-            raise ConfigError("tracking=server needs a store: set MLFLOW_TRACKING_URI or pass "
+            raise ConfigError(f"tracking=server needs a store: set {address.TRACKING_URI_ENV} or pass "
                               "tracking.uri=http://HOST:PORT (or use tracking=local for the embedded store)")
-        return Tracker(uri, tracking.get("artifact_root"), timeout)
+        return Tracker(address.parse(uri).uri, tracking.get("artifact_root"), timeout)
     raise ConfigError(f"tracking.kind={kind!r} is not one of: local, server")

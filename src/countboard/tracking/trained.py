@@ -63,13 +63,17 @@ def _tracker(store: str):
 
 def find_logged_checkpoint(model: str, store: str) -> Path | None:
     """Download the checkpoint of the newest finished training run tagged ``model=<model>`` (None if there is none)."""
-    if "://" not in store and not (Path(store) / "mlflow.db").is_file():
+    from countboard.tracking.address import parse
+    from countboard.tracking.store import open_address
+
+    where = parse(store)
+    if where.db is not None and not where.db.is_file():
         return None
-    tracker = _tracker(store)
+    tracker = open_address(where, create=True)
     runs = _finished_runs(tracker, {"model": model})
     if not runs:
         return None
-    cache = Path(store if "://" not in store else Path.home() / ".cache" / "countboard") / "checkpoint_downloads"
+    cache = where.cache_dir() / "checkpoint_downloads"
     dst = cache / runs[0].run_id
     target = dst / "checkpoint" / f"{model}.pt"
     if not target.is_file():

@@ -160,9 +160,9 @@ def test_trained_checkpoints_are_found_by_name_in_a_sweep(tmp_path):
 
 
 def _runs(store):
-    from countboard.tracking.store import Tracker, local_store_uri
+    from countboard.tracking.store import open_store
 
-    tracker = Tracker(local_store_uri(store))
+    tracker = open_store(str(store))
     exp = tracker.client.get_experiment_by_name("countboard-training")
     runs = tracker.find_runs(exp.experiment_id, {"countboard.kind": "training"})
     return [{"run_id": r.run_id, "status": r.status, **r.tags} for r in runs]
