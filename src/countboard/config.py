@@ -13,8 +13,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
-
 from countboard.errors import ConfigError, CountboardError
 
 
@@ -86,6 +84,10 @@ class Config:
 
 
 def register_configs() -> None:
+    from hydra.core.config_store import (
+        ConfigStore,  # Hydra: imported when a sweep composes, not by every reader
+    )
+
     cs = ConfigStore.instance()
     cs.store(name="countboard_schema", node=Config)
     cs.store(group="tracking", name="countboard_tracking_schema", node=TrackingConf)

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from countboard.cli import main
-from countboard.commands.compare import inputs_hash, latest_per_generator, pairwise_long
 from countboard.quantify import prob_greater
+from countboard.quantify.compare import pairwise_long
+from countboard.quantify.comparison_runs import inputs_hash, latest_per_generator
 from countboard.tracking import tracker_from_config
 
 EXPERIMENT = "countboard"

@@ -13,10 +13,7 @@ from pathlib import Path
 
 from countboard.commands import store_argument
 from countboard.errors import DataNotFoundError
-from countboard.metrics.numeracy import RANGE_RULES, TIE_RULES
-from countboard.numeracy.importer import ImportOptions, import_geckonum
-from countboard.numeracy.release import GENERATORS
-from countboard.tracking.store import open_store
+from countboard.metrics.numeracy_rules import RANGE_RULES, TIE_RULES
 
 
 def _default_prompts(annotations: Path) -> Path:
@@ -36,6 +33,10 @@ def _terminate(signum, frame) -> None:
 
 
 def run_command(args) -> int:
+    from countboard.numeracy.importer import ImportOptions, import_geckonum
+    from countboard.numeracy.release import GENERATORS
+    from countboard.tracking.store import open_store
+
     annotations = Path(args.path)
     prompts = Path(args.prompts) if args.prompts else _default_prompts(annotations)
     generators = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from countboard.commands import store_argument
-from countboard.counting.released.layout import HALVES
+from countboard.counting.released import HALVES
 
 
 def run_command(args) -> int:

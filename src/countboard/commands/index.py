@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from countboard.commands import store_argument
+from countboard.index.updates import SCAN_EVERY_S
 
 
 def add_store_args(p: argparse.ArgumentParser) -> None:
@@ -21,8 +22,6 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("index", help="build or update the DuckDB index of an MLflow store",
                               description="Index the store's runs, params, tags, metrics and artifacts into DuckDB. "
                                           "Only runs changed since the last call are read again.")
-    from countboard.index.builder import SCAN_EVERY_S
-
     add_store_args(p)
     p.add_argument("--full", action="store_true", help="rebuild the index from scratch")
     how = p.add_mutually_exclusive_group()
@@ -54,7 +53,7 @@ def store_paths(args) -> tuple[str, Path]:
 
 
 def run_index(args) -> int:
-    from countboard.index.builder import SCAN_EVERY_S, build_index
+    from countboard.index.builder import build_index
 
     uri, db = store_paths(args)
     stats = build_index(uri, db, full=args.full, update=getattr(args, "update", "auto"),

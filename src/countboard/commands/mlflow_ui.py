@@ -17,7 +17,6 @@ import sys
 
 from countboard.commands import store_argument
 from countboard.index.ui_address import UI_ENV, mlflow_ui_host_port
-from countboard.tracking.store import open_store
 
 _PR_SET_PDEATHSIG = 1
 
@@ -55,6 +54,8 @@ def serve(cmd: list[str], grace_s: float = 10.0) -> int:
 
 
 def _mlflow_ui(args: argparse.Namespace) -> int:
+    from countboard.tracking.store import open_store
+
     uri = open_store(args.store, create=False).uri
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]

@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 from countboard.commands import store_argument
-from countboard.counting.models.shapecount import RECIPES, local_checkpoint_path
-from countboard.counting.models.shapecount_train import TrainConfig, train_recipe
-from countboard.tracking.trained import log_checkpoint
+from countboard.counting.models.shapecount_recipes import RECIPES, TRAIN_EPOCHS, local_checkpoint_path
 
 
 def _main(args: argparse.Namespace) -> int:
+    from countboard.counting.models.shapecount_train import TrainConfig, train_recipe  # torch
     from countboard.tracking.address import resolve
+    from countboard.tracking.trained import log_checkpoint
 
     data_dir = Path(args.data_dir or os.environ.get("COUNTBOARD_DATA_DIR", "data"))
     dataset_root = Path(args.dataset_root) if args.dataset_root else data_dir / "synthetic_shapes"
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "<data-dir>/checkpoints/shapecount_<recipe>.pt")
     p.add_argument("--dataset-root", default=None,
                    help="synthetic_shapes root (default <data-dir>/synthetic_shapes; generated when absent)")
-    p.add_argument("--epochs", type=int, default=TrainConfig.epochs)
+    p.add_argument("--epochs", type=int, default=TRAIN_EPOCHS)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     store_argument(p, creates=True)

@@ -7,6 +7,16 @@ artifact directory. To index a new run attribute, add a column in ``ddl.TABLES``
 ``source.RunSnapshot.row`` and bump ``ddl.SCHEMA_VERSION`` (old indexes are then rebuilt).
 """
 
-from countboard.index.builder import IndexStats, build_index
+import importlib
 
-__all__ = ["IndexStats", "build_index"]
+# Loaded on first use: the builder pulls in DuckDB, pandas and MLflow, which ``countboard --help`` and the
+# light submodules (``ui_address``, ``updates``) must not pay for.
+_LAZY = {"IndexStats": "builder", "build_index": "builder"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)

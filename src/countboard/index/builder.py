@@ -29,16 +29,10 @@ from countboard.errors import TrackingStoreError
 from countboard.index import ddl, source
 from countboard.index.reader import connect_readonly
 from countboard.index.source import MetricPoint, RunSnapshot
+from countboard.index.updates import CLOCK_SKEW_MS, SCAN_EVERY_S, UPDATES
 from countboard.tracking import failpoints, manifest
 
 log = logging.getLogger(__name__)
-
-# Runs whose start or end time is up to this much older than the last listing are read again: writers on other
-# machines stamp runs with their own clocks.
-CLOCK_SKEW_MS = 5 * 60 * 1000
-#: How often an ``update="auto"`` call compares every run of the store instead of reading only what moved.
-SCAN_EVERY_S = 600
-UPDATES = ("auto", "scan", "quick")
 
 
 @dataclass

@@ -21,10 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-#: Tie rules of ``mode_labels``; the first is the default.
-TIE_RULES = ("first", "lowest", "any", "none")
-#: Rules of ``round_answers``; the first is the default.
-RANGE_RULES = ("up", "midpoint")
+from countboard.metrics.numeracy_rules import RANGE_RULES, TIE_RULES
 
 
 def round_answers(values: np.ndarray | Sequence[float], rule: str = "up") -> np.ndarray:

@@ -7,7 +7,8 @@
 - ``exact``: the binary posterior by importance sampling through ``q = tpr p + fpr (1 - p)`` (``ExactConfig``).
 - ``pooling``: the pooled cell of groups labelled per group (population-weighted combination).
 - ``cells``: from decisions and human labels to the per-cell report the ``bcc`` task logs.
-- ``compare``: pairwise ``P(generator i > generator j)`` for one classifier.
+- ``compare``: pairwise ``P(generator i > generator j)`` for one classifier; ``comparison_runs`` reads the cells of
+  the tasks the domains declare (``compared.ComparedTask``) and logs one comparison run per group.
 - ``multiclass``: Dirichlet version for attributes with more than two labels.
 - ``baselines``: ACC and a prediction-powered interval.
 
@@ -17,42 +18,28 @@ cannot take; test it against a direct implementation on seeded inputs in ``tests
 the ``bcc`` task logs from it in ``countboard/schema/bcc.yaml``.
 """
 
-from countboard.quantify.baselines import acc_estimate, ppi_interval
-from countboard.quantify.bcc import (
-    BCCFit,
-    SamplerConfig,
-    bcc_posterior,
-    bcc_posterior_batch,
-    fit_bcc,
-    fit_bcc_batch,
-)
-from countboard.quantify.beta import (
-    beta_from_moments,
-    beta_interval,
-    beta_mean,
-    beta_var,
-    cc_posterior,
-    js_divergence_beta,
-    prob_greater,
-    sample_value,
-)
-from countboard.quantify.cells import (
-    CellCounts,
-    cell_report,
-    counts_from_labels,
-    credible_interval,
-    report_cells,
-)
-from countboard.quantify.compare import generator_comparison, pairwise_prob_greater
-from countboard.quantify.errors import BCCWarning, NoHumanPositivesError, QuantifyInputError
-from countboard.quantify.exact import ExactConfig
-from countboard.quantify.multiclass import MultiClassFit, fit_bcc_multiclass
+import importlib
 
-__all__ = [
-    "BCCFit", "BCCWarning", "CellCounts", "ExactConfig", "MultiClassFit", "NoHumanPositivesError", "QuantifyInputError",
-    "SamplerConfig",
-    "acc_estimate", "bcc_posterior", "bcc_posterior_batch", "beta_from_moments", "beta_interval", "beta_mean",
-    "beta_var", "cc_posterior", "cell_report", "counts_from_labels", "credible_interval", "fit_bcc", "fit_bcc_batch",
-    "fit_bcc_multiclass", "generator_comparison", "js_divergence_beta", "pairwise_prob_greater", "ppi_interval",
-    "prob_greater", "report_cells", "sample_value",
-]
+# Loaded on first use: ``bcc`` and ``baselines`` import PyMC and ArviZ (seconds), which light readers of this
+# package (``compared``, ``beta``) and ``countboard --help`` must not pay for.
+_LAZY = {
+    "acc_estimate": "baselines", "ppi_interval": "baselines",
+    "BCCFit": "bcc", "SamplerConfig": "bcc", "bcc_posterior": "bcc", "bcc_posterior_batch": "bcc", "fit_bcc": "bcc",
+    "fit_bcc_batch": "bcc",
+    "beta_from_moments": "beta", "beta_interval": "beta", "beta_mean": "beta", "beta_var": "beta",
+    "cc_posterior": "beta", "js_divergence_beta": "beta", "prob_greater": "beta", "sample_value": "beta",
+    "CellCounts": "cells", "cell_report": "cells", "counts_from_labels": "cells", "credible_interval": "cells",
+    "report_cells": "cells",
+    "generator_comparison": "compare", "pairwise_prob_greater": "compare",
+    "BCCWarning": "errors", "NoHumanPositivesError": "errors", "QuantifyInputError": "errors",
+    "ExactConfig": "exact",
+    "MultiClassFit": "multiclass", "fit_bcc_multiclass": "multiclass",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)

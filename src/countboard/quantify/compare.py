@@ -1,8 +1,10 @@
-"""Generator comparison for a fixed classifier: ``P(p_i > p_j)`` from the cells' Beta posteriors."""
+"""Generator comparison for a fixed classifier: ``P(p_i > p_j)`` from the cells' Beta posteriors, as a matrix, a
+long table and a heatmap (``comparison_runs`` logs them as runs)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -66,3 +68,41 @@ def generator_comparison(cells: pd.DataFrame, classifier: str | None = None, *, 
     names = sub["generator"].astype(str).tolist()
     matrix = pairwise_prob_greater(names, sub[a_col].to_numpy(float), sub[b_col].to_numpy(float))
     return pd.DataFrame(matrix, index=pd.Index(names, name="generator"), columns=names)
+
+
+def pairwise_long(matrix: pd.DataFrame) -> pd.DataFrame:
+    """The off-diagonal entries of a square ``P(row > column)`` matrix as rows (generator_a, generator_b, p_greater).
+
+    Example:
+        >>> m = pd.DataFrame([[np.nan, 0.7], [0.3, np.nan]], index=["x", "y"], columns=["x", "y"])
+        >>> pairwise_long(m).values.tolist()
+        [['x', 'y', 0.7], ['y', 'x', 0.3]]
+    """
+    rows = [{"generator_a": str(a), "generator_b": str(b), "p_greater": float(matrix.loc[a, b])}
+            for a in matrix.index for b in matrix.columns if a != b]
+    return pd.DataFrame(rows, columns=["generator_a", "generator_b", "p_greater"])
+
+
+def pairwise_heatmap(matrix: pd.DataFrame, title: str, path: Path) -> None:
+    """Write a ``P(row > column)`` matrix (``generator_comparison``) as an annotated PNG heatmap."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matrix_values, n = matrix.to_numpy(float), len(matrix)
+    fig, ax = plt.subplots(figsize=(max(4.5, 2.5 + 0.6 * n), max(3.5, 2 + 0.5 * n)))
+    im = ax.imshow(matrix_values, vmin=0, vmax=1, cmap="RdBu_r")
+    ax.set_xticks(range(n), matrix.columns, rotation=45, ha="right")
+    ax.set_yticks(range(n), matrix.index)
+    ax.set_xlabel("generator B")
+    ax.set_ylabel("generator A")
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                ax.text(j, i, f"{matrix_values[i, j]:.2f}", ha="center", va="center", fontsize=8)
+    fig.colorbar(im, ax=ax, label="P(A > B)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,1 +1,12 @@
-"""Attribute-control protocols: ``bcc`` and ``text_acs``."""
+"""Attribute-control protocols: ``bcc`` and ``text_acs``.
+
+``COMPARED``: the tasks whose cells ``countboard compare`` ranks generators by, with the tags that name a cell's
+generator and classifier (a ``bcc`` cell is one classifier, the ``model``, over one ``generator``'s outputs).
+"""
+
+from countboard.quantify.compared import ComparedTask
+
+COMPARED = (
+    ComparedTask("bcc", generator_tag="generator", classifier_tag="model"),
+    ComparedTask("text_acs", generator_tag="model", classifier_tag="classifier"),
+)

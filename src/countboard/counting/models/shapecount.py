@@ -24,15 +24,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from countboard.counting.models.prompt_batching import group_by_image
+from countboard.counting.models.shapecount_recipes import RECIPES, local_checkpoint_path
 from countboard.counting.models.text_encoder import EMBED_DIM, embed_texts
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 
 log = logging.getLogger(__name__)
-
-RECIPES = ("naive", "aware")
-
 
 @dataclass
 class ShapeCountArch:
@@ -153,11 +151,6 @@ def load_checkpoint(path: str | Path) -> tuple[ShapeCountNet, dict[str, np.ndarr
     net.load_state_dict(ckpt["state_dict"])
     table = dict(zip(ckpt["text_names"], ckpt["text_embeddings"].numpy(), strict=True))
     return net.eval(), table, ckpt
-
-
-def local_checkpoint_path(data_dir: str | Path, recipe: str) -> Path:
-    """Where ``countboard train-counter`` writes the checkpoint of ``recipe`` under ``data_dir``."""
-    return Path(data_dir) / "checkpoints" / f"shapecount_{recipe}.pt"
 
 
 def resolve_checkpoint(recipe: str, checkpoint: str | Path | None, data_dir: str | Path | None,

@@ -23,13 +23,13 @@ import torch
 from scipy import ndimage
 
 from countboard.counting.models.shapecount import (
-    RECIPES,
     ShapeCountArch,
     ShapeCountNet,
     images_to_tensor,
     points_to_grid,
     save_checkpoint,
 )
+from countboard.counting.models.shapecount_recipes import RECIPES, TRAIN_EPOCHS
 from countboard.counting.models.text_encoder import embed_texts
 from countboard.errors import ConfigError
 
@@ -41,7 +41,7 @@ class TrainConfig:
     """Training settings (train times of the defaults on 2 CPU cores: docs/benchmarks.md)."""
 
     recipe: str = "aware"
-    epochs: int = 12
+    epochs: int = TRAIN_EPOCHS
     batch_size: int = 16
     lr: float = 2e-3
     weight_decay: float = 1e-4

@@ -37,7 +37,6 @@ from countboard.resources import PRACO_EXCLUSION_FILE
 
 PAIRS_FILE = "mosaic_image_pairs.csv"
 MAPS_DIR = "density_maps"
-HALVES = {"vertical": ("upper", "lower"), "horizontal": ("left", "right")}
 
 
 def read_exclusion_ids(path: str | Path | None) -> set[str]:

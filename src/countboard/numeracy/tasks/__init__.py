@@ -1,1 +1,9 @@
-"""Numeracy protocols: automatic evaluation of generated images, corrected by BCC."""
+"""Numeracy protocols: automatic evaluation of generated images, corrected by BCC.
+
+``COMPARED``: the tasks whose cells ``countboard compare`` ranks generators by (the generator is the ``model``, the
+automatic ``evaluator`` is the classifier).
+"""
+
+from countboard.quantify.compared import ComparedTask
+
+COMPARED = (ComparedTask("geckonum_autoeval", generator_tag="model", classifier_tag="evaluator"),)

@@ -1,0 +1,156 @@
+"""``countboard compare``'s library: from the FINISHED cells of the compared tasks to one comparison run per
+(task, dataset, classifier).
+
+Each cell's BCC posterior of the pooled cell is ``Beta(a, b)`` (metrics ``bcc_alpha`` / ``bcc_beta``, else the
+``all`` row of ``tables/bcc_cells.parquet``); the newest cell per generator enters the group. A comparison run has
+tags ``countboard.role=comparison``, ``task``, ``dataset``, ``classifier``, ``family=acs`` and a ``config_hash`` over
+the input run ids and end times (a second call with nothing new is skipped), and the artifacts
+``tables/pairwise.parquet`` (``generator_a``, ``generator_b``, ``p_greater``), ``tables/generators.parquet`` (the
+inputs) and ``figures/pairwise.png``. The tracker is passed in; MLflow is reached only through it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from countboard.errors import ConfigError
+from countboard.quantify.compare import generator_comparison, pairwise_heatmap, pairwise_long
+from countboard.quantify.compared import ComparedTask
+
+log = logging.getLogger(__name__)
+
+POOLED = "all"
+CELLS_TABLE = "tables/bcc_cells.parquet"
+CELL_COLUMNS = ["run_id", "end_time", "dataset", "classifier", "generator", "a", "b"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One group that was compared: its run (None when an identical comparison was already logged)."""
+
+    task: str
+    dataset: str
+    classifier: str
+    n_generators: int
+    run_id: str | None
+
+
+def inputs_hash(task: str, dataset: str, classifier: str, cells: pd.DataFrame) -> str:
+    """``config_hash`` of a comparison: the group and its input runs' ids and end times.
+
+    Example:
+        >>> cells = pd.DataFrame({"run_id": ["r2", "r1"], "end_time": [5, 3]})
+        >>> inputs_hash("bcc", "d", "c", cells) == inputs_hash("bcc", "d", "c", cells.iloc[::-1])
+        True
+    """
+    lines = sorted(f"{r}:{t}" for r, t in zip(cells["run_id"], cells["end_time"], strict=True))
+    text = "\n".join(["comparison", task, dataset, classifier, *lines])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def latest_per_generator(cells: pd.DataFrame) -> pd.DataFrame:
+    """One cell per generator of a group: the newest (largest ``end_time``) when a generator has several runs.
+
+    Example:
+        >>> c = pd.DataFrame({"generator": ["g", "g", "h"], "end_time": [1, 2, 1], "run_id": ["a", "b", "c"]})
+        >>> latest_per_generator(c)["run_id"].tolist()
+        ['b', 'c']
+    """
+    newest = cells.sort_values(["generator", "end_time"]).groupby("generator", sort=True).tail(1)
+    return newest.sort_values("generator").reset_index(drop=True)
+
+
+def _beta_params(tracker, run, tmp: Path) -> tuple[float, float] | None:
+    """The pooled cell's BCC Beta(a, b) of ``run``: from its metrics, else from its ``bcc_cells`` table."""
+    metrics = run.data.metrics
+    if "bcc_alpha" in metrics and "bcc_beta" in metrics:
+        return float(metrics["bcc_alpha"]), float(metrics["bcc_beta"])
+    if CELLS_TABLE not in tracker.list_artifacts(run.info.run_id, "tables"):
+        return None
+    table = pd.read_parquet(tracker.download(run.info.run_id, CELLS_TABLE, tmp / run.info.run_id))
+    pooled = table[table["cell"].astype(str) == POOLED]
+    if pooled.empty or not {"bcc_alpha", "bcc_beta"} <= set(table.columns):
+        return None
+    a, b = float(pooled["bcc_alpha"].iloc[0]), float(pooled["bcc_beta"].iloc[0])
+    return (a, b) if np.isfinite(a) and np.isfinite(b) and a > 0 and b > 0 else None
+
+
+def read_cells(tracker, experiment_id: str, spec: ComparedTask, tmp: Path) -> pd.DataFrame:
+    """The FINISHED cells of ``spec.task`` with a BCC posterior: run_id, end_time, dataset, classifier, generator,
+    a, b."""
+    query = f"tags.task = '{spec.task}' AND tags.`countboard.role` = 'cell' AND attributes.status = 'FINISHED'"
+    runs = tracker.client.search_runs([experiment_id], filter_string=query, max_results=5000)
+    rows = []
+    for run in runs:
+        tags = run.data.tags
+        generator, classifier = tags.get(spec.generator_tag), tags.get(spec.classifier_tag)
+        params = _beta_params(tracker, run, tmp) if generator and classifier else None
+        if params is None:
+            log.info("compare: run %s (%s) has no generator/classifier tag or BCC posterior; skipped",
+                     run.info.run_id, spec.task)
+            continue
+        rows.append({"run_id": run.info.run_id, "end_time": int(run.info.end_time or 0),
+                     "dataset": tags.get("dataset", ""), "classifier": classifier, "generator": generator,
+                     "a": params[0], "b": params[1]})
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)
+
+
+def log_comparison(tracker, experiment: str, task: str, dataset: str, classifier: str, cells: pd.DataFrame,
+                   force: bool = False) -> str | None:
+    """Log one comparison run of a group's cells (one per generator); None when an identical one exists."""
+    matrix = generator_comparison(cells.assign(classifier=classifier), classifier)
+    tags = {"countboard.role": "comparison", "task": task, "dataset": dataset, "classifier": classifier,
+            "family": "acs", "config_hash": inputs_hash(task, dataset, classifier, cells)}
+    with tempfile.TemporaryDirectory(prefix="countboard-compare-") as tmp:
+        out = Path(tmp)
+        (out / "tables").mkdir()
+        (out / "figures").mkdir()
+        pairwise_long(matrix).to_parquet(out / "tables" / "pairwise.parquet", index=False)
+        cells[["generator", "run_id", "a", "b"]].to_parquet(out / "tables" / "generators.parquet", index=False)
+        pairwise_heatmap(matrix, f"P(A > B) {task} / {dataset}\nclassifier {classifier}",
+                         out / "figures" / "pairwise.png")
+        params = {"generators": ",".join(cells["generator"]), "n_generators": len(cells),
+                  "input_runs": ",".join(cells["run_id"])}
+        return tracker.log_complete_run(experiment, f"compare {task} {dataset} {classifier}", tags, params=params,
+                                        artifacts_dir=out, force=force)
+
+
+def compare_generators(tracker, experiment: str, tasks: Sequence[ComparedTask], classifier: str | None = None,
+                       force: bool = False) -> list[Comparison]:
+    """Log one comparison run per (task, dataset, classifier) of ``experiment`` with two or more generators.
+
+    Args:
+        tracker: An open store (``countboard.tracking.store.Tracker``).
+        experiment: The experiment whose cells are read and where the comparisons are logged.
+        tasks: The compared tasks (each domain's ``COMPARED``).
+        classifier: Only the cells judged by this classifier / evaluator.
+        force: Log again even when an identical comparison exists.
+    """
+    tracker.check()
+    found = tracker.client.get_experiment_by_name(experiment)
+    if found is None:
+        raise ConfigError(f"experiment {experiment!r} not found in {tracker.uri}; run a sweep first or pass "
+                          "--experiment")
+    done = []
+    with tempfile.TemporaryDirectory(prefix="countboard-compare-") as tmp:
+        for spec in tasks:
+            cells = read_cells(tracker, found.experiment_id, spec, Path(tmp))
+            if classifier:
+                cells = cells[cells["classifier"] == classifier]
+            for (dataset, judge), group in cells.groupby(["dataset", "classifier"], sort=True):
+                group = latest_per_generator(group)
+                if len(group) < 2:
+                    log.info("compare: %s / %s / %s has one generator; nothing to compare", spec.task, dataset,
+                             judge)
+                    continue
+                run_id = log_comparison(tracker, experiment, spec.task, str(dataset), str(judge), group, force)
+                done.append(Comparison(spec.task, str(dataset), str(judge), len(group), run_id))
+    return done
