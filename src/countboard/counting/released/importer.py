@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from countboard.counting.released import HALVES
 from countboard.counting.released.layout import (
-    HALVES,
     MAPS_DIR,
     read_meta,
     read_results,

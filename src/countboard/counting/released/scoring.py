@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from countboard.counting.released import HALVES
 from countboard.counting.released.layout import (
-    HALVES,
     MAPS_DIR,
     PracoResults,
     Problem,
