@@ -46,10 +46,10 @@ def test_store_dir_that_is_a_file_is_refused(tmp_path):
 
 def test_every_top_level_key_is_hashed_or_listed_as_operational():
     hashed = {f.name for f in fields(Config)} - set(OPERATIONAL_KEYS)
-    assert hashed == {"model", "dataset", "task", "seed", "max_samples"}
+    assert hashed == {"model", "dataset", "task", "seed", "max_samples", "precision"}  # precision: test_precision
     assert all(reason.strip() for reason in OPERATIONAL_KEYS.values())
     cfg = OmegaConf.structured(Config)
-    for key in hashed - {"model", "dataset", "task"}:
+    for key in hashed - {"model", "dataset", "task", "precision"}:
         changed = OmegaConf.merge(cfg, {key: 7})
         assert config_hash(changed) != config_hash(cfg), key
     for key in set(OPERATIONAL_KEYS) - {"hydra", "tracking", "device", "on_busy"}:

@@ -51,6 +51,16 @@ def test_multirun_2x2_then_rerun_adds_nothing(tmp_path):
     assert len(store_runs(store)) == 5
 
 
+def test_precision_other_than_fp32_is_its_own_cell_and_tagged(tmp_path):
+    run_sweep([*TOY, "-m", "precision=fp32,bf16"], tmp_path)
+    cells = children(store_runs(tmp_path / "mlruns"))
+    assert sorted(cells["tags.precision"]) == ["bf16", "fp32"]
+    assert cells["tags.config_hash"].nunique() == 2
+    assert set(cells["params.precision"]) == {"fp32", "bf16"}
+    proc = run_sweep([*TOY, "precision=banana"], tmp_path, check=False)
+    assert proc.returncode != 0 and "precision" in proc.stderr
+
+
 def test_force_reruns_a_finished_cell(tmp_path):
     run_sweep(TOY, tmp_path)
     run_sweep([*TOY, "force=true"], tmp_path)

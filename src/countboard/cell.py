@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import socket
 import subprocess
 import tempfile
@@ -18,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import countboard
-from countboard.config import META_KEYS, OPERATIONAL_KEYS, REPLICATE_KEYS, clean_run_name
+from countboard.config import HASH_DEFAULTS, META_KEYS, OPERATIONAL_KEYS, REPLICATE_KEYS, clean_run_name
 from countboard.errors import ConfigError
 from countboard.tracking import Tracker, failpoints, tracker_from_config
 from countboard.tracking import store as st
@@ -35,10 +36,11 @@ def config_hash(cfg: DictConfig, data_fingerprint: str | None = None, drop: tupl
 
     Unresolved, so ``${data_dir}`` paths hash the same on every machine; the data itself enters through
     ``data_fingerprint`` (``countboard.fingerprint``). ``drop`` leaves out more keys (``seed`` for the
-    replicate group).
+    replicate group). A key of ``HASH_DEFAULTS`` at its default value is left out too (``precision=fp32``).
     """
     container = OmegaConf.to_container(cfg, resolve=False)
-    semantic = {k: v for k, v in container.items() if k not in OPERATIONAL_KEYS and k not in drop}
+    semantic = {k: v for k, v in container.items() if k not in OPERATIONAL_KEYS and k not in drop
+                and not (k in HASH_DEFAULTS and str(v) == HASH_DEFAULTS[k])}
     if data_fingerprint:
         semantic[DATA_KEY] = data_fingerprint
     blob = json.dumps(semantic, sort_keys=True, default=str)
@@ -124,7 +126,8 @@ class Cell:
             "replicate_hash": self.replicate_hash, "seed": str(self.cfg.get("seed", 0)),
             "data_fingerprint": self.data_fingerprint or "", "git_commit": git_commit(),
             "countboard_version": countboard.__version__, "device": self.device,
-            "host": socket.gethostname(), st.ROLE_TAG: "cell",
+            "precision": str(self.cfg.get("precision", "fp32")),
+            "host": socket.gethostname(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", ""), st.ROLE_TAG: "cell",
         }
 
     def claim(self) -> bool:
@@ -150,7 +153,8 @@ class Cell:
         self.run_id = run.run_id
         log.info("%s %s in run %s (status was %s)", why, self.name, self.run_id, run.status)
         self.tracker.set_status(self.run_id, st.RUNNING)
-        self.tracker.set_tags(self.run_id, {"device": self.device, "error": "", **owner_tags()})
+        self.tracker.set_tags(self.run_id, {"device": self.device, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+                                            "error": "", **owner_tags()})
         self.log_config()  # a run killed before its params were logged gets them now
 
     def open_run(self, family: str) -> bool:

@@ -22,6 +22,13 @@ class Device(StrEnum):
     cuda = "cuda"
 
 
+class Precision(StrEnum):
+    fp32 = "fp32"
+    tf32 = "tf32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
 class OnBusy(StrEnum):
     skip = "skip"
     wait = "wait"
@@ -31,7 +38,8 @@ class OnBusy(StrEnum):
 OPERATIONAL_KEYS: dict[str, str] = {
     "tracking": "where results are written, not what they are",
     "force": "whether to rerun a finished cell, not what the cell computes",
-    "device": "cpu and cuda compute the same records (up to float rounding)",
+    "device": "cpu and cuda compute the same records: a CUDA job runs with TF32 off and deterministic algorithms "
+              "(models.precision); faster math that can change a record is the semantic key `precision`",
     "batch_size": "how many units go through the model at once; records do not depend on it",
     "checkpoint_every": "how often records are saved; the records are the same",
     "progress": "whether a progress bar is drawn",
@@ -42,9 +50,16 @@ OPERATIONAL_KEYS: dict[str, str] = {
     "hydra": "Hydra's own settings: output folders, launcher, sweeper",
 }
 
-#: Keys of a model/dataset/task node that keep only part of the data when set: a run with one is partial.
+#: Semantic keys added after cells existed, with their default: a default value stays out of ``config_hash`` so the
+#: cells computed before the key existed keep their identity; any other value is part of it.
+HASH_DEFAULTS: dict[str, str] = {"precision": Precision.fp32.value}
+
+#: Precisions whose records may differ from fp32's (a run tag names them so the leaderboard can label the rows).
+PRECISION_CHANGES_RECORDS = frozenset({Precision.tf32.value, Precision.bf16.value, Precision.fp16.value})
+
 #: Keys of a model/dataset/task node that describe it and are not constructor arguments.
 META_KEYS = ("name", "kind", "display_name", "description")
+#: Keys of a model/dataset/task node that keep only part of the data when set: a run with one is partial.
 SUBSET_NODE_KEYS = ("max_samples", "max_images", "max_prompts", "max_items")
 
 #: Keys whose values give several runs of one cell (aggregated as mean ± spread in the index).
@@ -71,6 +86,7 @@ class Config:
     task: Any = None
     tracking: TrackingConf = field(default_factory=TrackingConf)
     device: Device = Device.auto
+    precision: Precision = Precision.fp32
     seed: int = 0
     batch_size: int = 8
     checkpoint_every: int = 16
@@ -146,6 +162,9 @@ def validate(cfg) -> None:
         raise ConfigError(f"lease_ttl_s={ttl!r} must be a positive number of seconds")
     if str(cfg.get("device", "auto")) not in {d.value for d in Device}:
         raise ConfigError(f"device={cfg.get('device')!r} is not one of: {', '.join(d.value for d in Device)}")
+    if str(cfg.get("precision", "fp32")) not in {p.value for p in Precision}:
+        raise ConfigError(f"precision={cfg.get('precision')!r} is not one of: "
+                          f"{', '.join(p.value for p in Precision)}")
     tracking = cfg.get("tracking")
     if tracking is not None:
         validate_name(tracking.get("experiment", "countboard"), "tracking.experiment")

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from countboard.cell import Cell, config_hash, flatten, resolve_device  # noqa: F401 (public names)
 from countboard.config import SUBSET_NODE_KEYS, instantiate_node, validate
 from countboard.errors import CountboardError
+from countboard.models.precision import numerics
 from countboard.results import RunContext, Task, TaskResult
 from countboard.schema import load_schema
 from countboard.tracking import checkpoints, tracker_from_config
@@ -163,9 +164,10 @@ def run_job(cfg: DictConfig) -> str | None:
                              work_dir=Path(tempfile.mkdtemp(prefix="countboard-")), progress=bool(cfg.progress),
                              max_samples=cfg.get("max_samples"))
             task: Task = instantiate_node(cfg, "task")
-            model = instantiate_node(cfg, "model", device=cell.device)
-            records, failed = compute_units(task, model, dataset, ctx, cell, int(cfg.checkpoint_every))
-            _finish(cell, task, model, dataset, ctx, records, failed, t0)
+            with numerics(cell.device, str(cfg.get("precision", "fp32"))):
+                model = instantiate_node(cfg, "model", device=cell.device)
+                records, failed = compute_units(task, model, dataset, ctx, cell, int(cfg.checkpoint_every))
+                _finish(cell, task, model, dataset, ctx, records, failed, t0)
             return cell.run_id
         except BaseException as exc:
             _record_failure(cell, exc, records, failed)

@@ -121,3 +121,13 @@ def test_docstring_examples():
 
     result = doctest.testmod(clipseg)
     assert result.attempted >= 2 and result.failed == 0
+
+
+def test_bf16_autocast_gives_float32_maps_with_whole_counts(counter, make_items):
+    from countboard.models.precision import numerics
+
+    items = make_items(3, seed=11)
+    with numerics("cpu", "bf16"):
+        maps = counter.density(items, PROMPTS)
+    assert [(m.shape, m.dtype) for m in maps] == [(it.size, np.float32) for it in items]
+    assert all(m.sum() == pytest.approx(round(float(m.sum())), abs=1e-3) for m in maps)

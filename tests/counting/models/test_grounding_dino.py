@@ -122,3 +122,14 @@ def test_text_threshold_above_box_threshold_counts_only_named_boxes(counter, mak
     inside = (cy >= 0) & (cy < item.size[0]) & (cx >= 0) & (cx < item.size[1])
     np.testing.assert_allclose(np.sort(scores), np.sort(lib_scores[inside]), rtol=1e-5)
     assert len(scores) <= len(_library_detections(counter, item, PROMPTS[0], 0.6, 0.8)[1])
+
+
+def test_bf16_autocast_gives_float32_maps_with_whole_counts(counter, make_items):
+    from countboard.models.precision import numerics
+
+    items = make_items(2, seed=11)
+    with numerics("cpu", "bf16"):
+        maps = counter.density(items, PROMPTS[:2])
+    assert [(m.shape, m.dtype) for m in maps] == [(it.size, np.float32) for it in items]
+    counts = np.array([m.sum() for m in maps])
+    np.testing.assert_array_equal(counts, np.round(counts))

@@ -143,3 +143,14 @@ def test_detections_equal_transformers_post_processing_and_pipeline(counter, thr
     finally:
         counter.score_threshold, counter.nms_iou = 0.5, 0.5
     assert n_lib > n_padding > 0  # not vacuous: boxes on both sides of the image edge
+
+
+def test_bf16_autocast_gives_float32_maps_with_whole_counts(counter, make_items):
+    from countboard.models.precision import numerics
+
+    items = make_items(3, seed=11)
+    with numerics("cpu", "bf16"):
+        maps = counter.density(items, PROMPTS)
+    assert [(m.shape, m.dtype) for m in maps] == [(it.size, np.float32) for it in items]
+    counts = np.array([m.sum() for m in maps])
+    np.testing.assert_array_equal(counts, np.round(counts))

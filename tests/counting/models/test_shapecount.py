@@ -107,6 +107,35 @@ def test_counter_batched_prompts_equal_per_pair_and_network(tiny_checkpoint, tin
         assert m.sum() == pytest.approx(float(grid.sum()), rel=1e-4)
 
 
+def test_bf16_autocast_keeps_float32_maps_near_fp32(tiny_checkpoint, tiny_shapes):
+    from countboard.models.precision import numerics
+
+    counter = ShapeCountCounter(recipe="aware", checkpoint=str(tiny_checkpoint))
+    items = list(FSC147Dataset(tiny_shapes, split="test"))[:2]
+    prompts = ["red circles", "blue squares"]
+    fp32 = counter.density(items, prompts)
+    with numerics("cpu", "bf16"):
+        bf16 = counter.density(items, prompts)
+    for a, b in zip(fp32, bf16, strict=True):
+        assert b.dtype == np.float32 and b.shape == a.shape
+        assert float(b.sum()) == pytest.approx(float(a.sum()), rel=0.05)
+
+
+def test_new_prompts_are_embedded_on_the_counters_device(tiny_checkpoint, monkeypatch):
+    import countboard.counting.models.shapecount as sc
+
+    seen = []
+
+    def fake_embed(texts, device=None):
+        seen.append(device)
+        return np.ones((len(texts), 384), dtype=np.float32)
+
+    monkeypatch.setattr(sc, "embed_texts", fake_embed)
+    counter = ShapeCountCounter(recipe="aware", checkpoint=str(tiny_checkpoint))
+    text = counter._text(["red circles", "purple hexagons"])
+    assert seen == [counter.device] and text.device.type == "cpu" and text.shape == (2, 384)
+
+
 def test_checkpoint_lookup(tiny_checkpoint, tmp_path):
     data_dir = tiny_checkpoint.parent.parent
     assert local_checkpoint_path(data_dir, "aware") == tiny_checkpoint

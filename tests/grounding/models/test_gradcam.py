@@ -57,6 +57,19 @@ def test_clip_gradcam_loads_saved_checkpoint_and_maps_every_image(tiny_clip_dir)
     assert all(np.array_equal(a, b) for a, b in zip(maps, again, strict=True))
 
 
+@pytest.mark.parametrize("explainer", ["gradcam", "gscorecam"])
+def test_explainers_run_under_bf16_autocast(tiny_clip_dir, explainer):
+    from countboard.models.precision import numerics
+
+    cls = ClipGradCAM if explainer == "gradcam" else ClipGScoreCAM
+    model = cls(model_id=str(tiny_clip_dir), batch_size=2)
+    samples = _samples(2)
+    with numerics("cpu", "bf16"):
+        maps = model.heatmaps(samples)
+    assert [(m.shape, m.dtype) for m in maps] == [(s.image.shape[:2], np.float32) for s in samples]
+    assert all(np.isfinite(m).all() for m in maps)
+
+
 def test_clip_token_gradcam_matches_autograd_on_hidden_states(tiny_clip_dir):
     model = ClipGradCAM(model_id=str(tiny_clip_dir), target_layer="vision_model.encoder.layers.0")
     samples = _samples(2)

@@ -84,6 +84,16 @@ def test_diffusers_generator_loads_with_auto_pipeline_and_is_seeded(tiny_sd_dir)
     assert all(im.drawn_counts is None for im in images)
 
 
+def test_diffusers_generator_runs_under_bf16_autocast(tiny_sd_dir):
+    from countboard.models.precision import numerics
+
+    gen = DiffusersGenerator(str(tiny_sd_dir), dtype="float32", steps=2, guidance=1.0, height=16, width=16,
+                             local_files_only=True, batch_size=2)  # fmt: skip
+    with numerics("cpu", "bf16"):
+        images = gen.generate_batch(_specs(2), [0, 1])
+    assert all(im.image.shape == (16, 16, 3) and im.image.dtype == np.uint8 for im in images)
+
+
 def test_diffusers_generator_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="dtype"):
         DiffusersGenerator("x", dtype="int8")

@@ -212,15 +212,17 @@ class ShapeCountCounter(Counter):
         self.net = net.to(device)
         self.stride = net.arch.stride
         self.prompt_batch_size = int(prompt_batch_size)
-        self._table = {k: torch.from_numpy(v) for k, v in table.items()}
+        self._table = {k: torch.from_numpy(v).to(device) for k, v in table.items()}
 
     def _text(self, prompts: Sequence[str]) -> torch.Tensor:
+        """``(len(prompts), D)`` prompt embeddings on the counter's device (MiniLM runs there for new prompts)."""
         missing = [p for p in dict.fromkeys(prompts) if p not in self._table]
         if missing:
-            log.info("embedding %d prompts not in the checkpoint's table with MiniLM", len(missing))
-            for p, e in zip(missing, embed_texts(missing), strict=True):
-                self._table[p] = torch.from_numpy(e)
-        return torch.stack([self._table[p] for p in prompts]).to(self.device)
+            log.info("embedding %d prompts not in the checkpoint's table with MiniLM on %s", len(missing),
+                     self.device)
+            for p, e in zip(missing, embed_texts(missing, device=self.device), strict=True):
+                self._table[p] = torch.from_numpy(e).to(self.device)
+        return torch.stack([self._table[p] for p in prompts])
 
     @torch.inference_mode()
     def encode_images(self, items: Sequence[ImageItem]) -> list[tuple[torch.Tensor, tuple[int, int]]]:
@@ -244,7 +246,7 @@ class ShapeCountCounter(Counter):
             for start in range(0, len(idx), self.prompt_batch_size):
                 chunk = idx[start:start + self.prompt_batch_size]
                 text = self._text([prompts[i] for i in chunk])
-                grids = self.net.decode(feat[None].expand(len(chunk), -1, -1, -1), text).cpu().numpy()
+                grids = self.net.decode(feat[None].expand(len(chunk), -1, -1, -1), text).float().cpu().numpy()
                 for g, i in zip(grids, chunk, strict=True):
                     out[i] = grid_to_density(g, size, self.stride)
         return out
