@@ -105,7 +105,8 @@ def test_squeue_output_is_read_task_by_task(tmp_path, monkeypatch):
 
 def test_a_refused_submission_ends_the_sweep_run_failed_with_sbatch_message(tmp_path):
     bin_dir = tmp_path / "bin"
-    _fake_bin(bin_dir, "sbatch", 'echo "sbatch: error: Batch job submission failed: Requested node configuration '
+    _fake_bin(bin_dir, "sbatch", f'for a in "$@"; do [ -f "$a" ] && cp "$a" {tmp_path}/submitted.sh; done\n'
+                                 'echo "sbatch: error: Batch job submission failed: Requested node configuration '
                                  'is not available" >&2; exit 1\n')
     for tool in ("srun", "squeue"):  # present, as on any login node
         _fake_bin(bin_dir, tool, "exit 0\n")
@@ -117,6 +118,9 @@ def test_a_refused_submission_ends_the_sweep_run_failed_with_sbatch_message(tmp_
     parent = runs[runs["tags.countboard.role"] == "sweep"].iloc[0]
     assert parent["status"] == "FAILED"
     assert "Requested node configuration is not available" in parent["tags.error"]
+    script = (tmp_path / "submitted.sh").read_text()  # slurm_gpu: one task, one GPU per array task
+    assert "#SBATCH --gpus-per-node=1" in script and "#SBATCH --ntasks-per-node=1" in script
+    assert "#SBATCH --array=0-1" in script
 
 
 def test_a_machine_without_slurm_tools_is_named_before_anything_is_submitted(tmp_path, monkeypatch):
