@@ -119,7 +119,8 @@ def test_unreadable_inputs_are_counted_and_listed(tmp_path):
 def test_unknown_option_lists_the_options(tmp_path):
     proc = run_sweep([*TOY, "model=nope"], tmp_path, check=False)
     assert proc.returncode != 0
-    assert "Could not find 'model/nope'" in proc.stdout + proc.stderr and "toy_double" in proc.stdout + proc.stderr
+    assert "no option `nope` in config group `model`" in proc.stderr and "toy_double" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_typo_in_a_top_level_key_fails_at_composition(tmp_path):

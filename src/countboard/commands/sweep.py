@@ -8,6 +8,7 @@ Examples:
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from dataclasses import fields
@@ -69,18 +70,79 @@ def unknown_key(argv: list[str]) -> str | None:
     return None
 
 
+_SCHEMA_OPTION = re.compile(r"^countboard_.*_schema$")  # ``config.register_configs``: not an option to pick
+
+
+def _listing(names) -> str:
+    return ", ".join(sorted(str(n) for n in names if not _SCHEMA_OPTION.match(str(n)))) or "(none)"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0].strip() if text.strip() else ""
+
+
+def composition_error(exc: BaseException) -> str | None:
+    """One line for a Hydra composition error (an unknown option of a group, a key not in the config, a value of
+    the wrong type, a ``+`` missing or extra, an override that does not parse): what was wrong, where, and what is
+    valid there. None for anything else (a cell's own error, a bug).
+
+    Hydra's own report is 5-40 lines (every option one a line, the search path, a stack-trace hint).
+    """
+    from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    if isinstance(exc, CellError) or not isinstance(exc, CompactHydraException):
+        return None
+    message, cause = str(exc).strip(), exc.__cause__
+    if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
+        group, _, option = str(exc.missing_cfg_file).rpartition("/")
+        return f"`{group}={option}`: no option `{option}` in config group `{group}`; options: {_listing(exc.options)}"
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
+        plus = re.search(r"use (\+\S+)", message)
+        where, _, _ = str(cause.full_key).rpartition(".")
+        keys = _listing(cause.parent_node.keys()) if cause.parent_node is not None else "(unknown)"
+        add = f"; to add a new key write `{plus.group(1)}`" if plus else ""
+        return (f"`{cause.full_key}` is not a key of {f'`{where}`' if where else 'the config'}; its keys: {keys}"
+                f"{add}")
+    if isinstance(cause, ValidationError) and cause.full_key:
+        override = re.search(r"override (\S+)", message)
+        what = f"`{override.group(1)}`" if override else f"`{cause.full_key}`"
+        return f"{what}: {_first_line(str(cause))} (key `{cause.full_key}`)"
+    duplicated = re.match(r"(\S+) appears more than once in the final defaults list", message)
+    if duplicated:
+        return (f"`+{duplicated.group(1)}=…`: the group `{duplicated.group(1)}` already has an option; write "
+                f"`{duplicated.group(1)}=<option>` (no `+`) to choose another")
+    exists = re.match(r"Could not append to config\. An item is already at '([^']*)'", message)
+    if exists:
+        fixes = re.findall(r"'(\+?\+?[^'\s]+=[^']*)'", message)
+        return (f"`+{exists.group(1)}=…`: `{exists.group(1)}` is already in the config; write "
+                + " to change it, or ".join(f"`{fix}`" for fix in fixes[:2]) + " to add or change it")
+    if isinstance(exc, OverrideParseException):
+        reason = _first_line(message.partition("\n")[2]) or message
+        return f"`{exc.override}`: not an override Hydra can parse ({reason}); write key=value or group=option"
+    ambiguous = re.match(r"Ambiguous value for argument '([^']*)'", message)
+    if ambiguous:
+        return (f"`{ambiguous.group(1)}`: a comma-separated value needs -m (--multirun) to sweep over it; write "
+                "key=[a,b] for a list or key='a,b' for a string")
+    lines = [line.strip() for line in message.split("Config search path:")[0].splitlines() if line.strip()]
+    return "; ".join(lines) + (f" ({_first_line(str(cause))})" if cause is not None else "")
+
+
 def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main() -> None:
-    """Console entry point. SIGTERM stops like Ctrl-C: the runs this process owns end KILLED, the parent closes."""
+    """Console entry point. SIGTERM stops like Ctrl-C: the runs this process owns end KILLED, the parent closes.
+
+    Hydra raises its errors here instead of printing them (``HYDRA_FULL_ERROR``): a composition error or a cell's
+    error the user can fix prints one line (exit 2 and 1); anything else prints its traceback.
+    """
     message = unknown_key(sys.argv[1:])
     if message:
         print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
-    if debug_enabled():
-        os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     signal.signal(signal.SIGTERM, _terminate)
     from countboard.tracking.callbacks import fail_open_sweep
 
@@ -91,11 +153,20 @@ def main() -> None:
         sys.exit(130)
     except SystemExit as stop:
         if stop.code not in (0, None):
-            fail_open_sweep(stop.__context__)  # Hydra reports the error, then exits from its handler
+            fail_open_sweep(stop.__context__)
         raise
-    except BaseException as exc:  # HYDRA_FULL_ERROR=1: the error is raised, not reported
+    except BaseException as exc:
         fail_open_sweep(exc)
-        raise
+        if debug_enabled():
+            raise
+        if isinstance(exc, CellError):
+            print(exc, file=sys.stderr)
+            sys.exit(1)
+        message = composition_error(exc)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

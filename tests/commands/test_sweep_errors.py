@@ -1,0 +1,88 @@
+"""Hydra's composition errors become one line each: what was wrong, where, and what is valid there.
+
+The errors are Hydra's own, raised by composing the project's configs in-process (``hydra.compose``); one real
+``countboard-sweep`` subprocess checks that the line is all the user sees.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from countboard.commands.sweep import composition_error
+from countboard.paths import conf_dir
+
+
+@pytest.fixture(scope="module")
+def hydra_conf():
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        yield
+    GlobalHydra.instance().clear()
+
+
+def error_line(*overrides: str) -> str:
+    with pytest.raises(Exception) as caught:
+        compose("config", overrides=list(overrides), return_hydra_config=True)
+    line = composition_error(caught.value)
+    assert line is not None, f"{type(caught.value).__name__}: {caught.value}"
+    assert "\n" not in line and "HYDRA_FULL_ERROR" not in line and "search path" not in line
+    return line
+
+
+def test_unknown_option_of_a_group_lists_the_options(hydra_conf):
+    line = error_line("model=nope")
+    assert line.startswith("`model=nope`: no option `nope` in config group `model`; options: ")
+    assert "oracle, owlv2" in line and "class_blind" in line
+    line = error_line("tracking=nope")
+    assert line.endswith("options: local, server")  # the structured schema is not offered as an option
+    assert "`hydra/launcher`" in error_line("hydra/launcher=nope") and "joblib" in error_line("hydra/launcher=nope")
+
+
+def test_key_not_in_struct_lists_the_keys_and_the_plus_form(hydra_conf):
+    line = error_line("model=oracle", "model.foo=1")
+    assert line.startswith("`model.foo` is not a key of `model`; its keys: ")
+    assert "_target_" in line and "name" in line and line.endswith("to add a new key write `+model.foo=1`")
+    line = error_line("dataset.max_samples=2")
+    assert "`dataset.max_samples` is not a key of `dataset`" in line and "max_images" in line
+
+
+def test_wrong_type_names_the_key_and_the_expected_type(hydra_conf):
+    assert error_line("batch_size=abc") == (
+        "`batch_size=abc`: Value 'abc' of type 'str' could not be converted to Integer (key `batch_size`)")
+    line = error_line("device=gpu9")
+    assert line.startswith("`device=gpu9`: ") and "expected one of [auto, cpu, cuda]" in line
+    assert "(key `tracking.timeout_s`)" in error_line("tracking.timeout_s=soon")
+
+
+def test_plus_missing_or_extra(hydra_conf):
+    assert error_line("+model=oracle") == (
+        "`+model=…`: the group `model` already has an option; write `model=<option>` (no `+`) to choose another")
+    line = error_line("+batch_size=3")
+    assert line == ("`+batch_size=…`: `batch_size` is already in the config; write `batch_size=3` to change it, "
+                    "or `++batch_size=3` to add or change it")
+    assert "to add a new key write `+task.extra=1`" in error_line("task.extra=1")
+
+
+def test_unparsable_override(hydra_conf):
+    line = error_line("model")
+    assert line.startswith("`model`: not an override Hydra can parse (") and "key=value" in line
+
+
+def test_other_errors_are_not_rewritten():
+    assert composition_error(ValueError("a bug")) is None
+
+
+def test_the_sweep_prints_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "countboard.commands.sweep", "model=oracle", "model.foo=1",
+                           f"tracking.store_dir={tmp_path / 'mlruns'}"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: `model.foo` is not a key of `model`; its keys: _target_, description, display_name, kind, name; "
+        "to add a new key write `+model.foo=1`"]
+    assert not (tmp_path / "mlruns" / "mlflow.db").exists()
