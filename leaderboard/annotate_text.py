@@ -26,6 +26,7 @@ import streamlit as st
 import data
 import labels as label_store
 import widgets
+from countboard.tracking.tags import CLASSIFIER
 
 LABELS_DIR_ENV = "COUNTBOARD_TEXT_LABELS_DIR"
 LABELS_DB_ENV = "COUNTBOARD_TEXT_LABELS_DB"
@@ -151,6 +152,6 @@ def main() -> None:
         log_to_run(run_id, path)
     if path.is_file():
         row = runs.set_index("run_id").loc[run_id]
-        classifier = data.run_tag([run_id], "classifier").get(run_id, "<classifier>")
+        classifier = data.run_tag([run_id], CLASSIFIER).get(run_id, "<classifier>")
         st.markdown("Rerun this cell with these labels (same seed and prompt settings, so the texts match):")
         st.code(rerun_command(str(row.model), str(row.dataset), classifier, path), language="bash")

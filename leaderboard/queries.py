@@ -11,6 +11,7 @@ from countboard.index.ddl import (
     quote_identifier,
     view_name,
 )
+from countboard.tracking.tags import ERROR
 
 HAS_VIEW = "SELECT count(*) AS n FROM duckdb_views() WHERE view_name = ? AND database_name = current_database()"
 
@@ -51,12 +52,12 @@ PARAM_VALUES = """
 SELECT run_id, value FROM params WHERE key = ? AND run_id IN (SELECT unnest(?::VARCHAR[]))
 """
 
-RUNS = """
+RUNS = f"""
 SELECT r.run_id, r.run_name, r.experiment_id, e.name AS experiment, r.status, r.is_sweep, r.family, r.model,
        r.model_kind, r.dataset, r.split, r.task, r.start_time, r.end_time, r.parent_run_id, r.config_hash,
        t.value AS error
 FROM runs r LEFT JOIN experiments e USING (experiment_id)
-     LEFT JOIN tags t ON t.run_id = r.run_id AND t.key = 'error'
+     LEFT JOIN tags t ON t.run_id = r.run_id AND t.key = '{ERROR}'
 WHERE (? OR NOT r.is_sweep OR r.run_id = ?)
   AND (? IS NULL OR r.parent_run_id = ? OR r.run_id = ?)
   AND (? IS NULL OR r.family = ?)
@@ -91,9 +92,9 @@ SELECT count(*) FILTER (WHERE NOT is_sweep) AS n_runs,
 FROM runs
 """
 
-FAILED_RUNS = """
+FAILED_RUNS = f"""
 SELECT r.run_id, r.experiment_id, r.run_name, r.model, r.dataset, r.task, r.start_time, t.value AS error
-FROM runs r LEFT JOIN tags t ON t.run_id = r.run_id AND t.key = 'error'
+FROM runs r LEFT JOIN tags t ON t.run_id = r.run_id AND t.key = '{ERROR}'
 WHERE r.status = 'FAILED' AND NOT r.is_sweep
 ORDER BY r.start_time DESC NULLS LAST
 LIMIT ?

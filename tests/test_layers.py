@@ -1,8 +1,10 @@
 """The layer contract of ``src/countboard`` (docs/architecture.md): imports point down the layers, never up, no cycles.
 
 Every ``import`` of a ``countboard`` module anywhere in a module (top level or inside a function) counts, except
-those under ``if TYPE_CHECKING:`` (annotations only). A module may import its own package, any package of a lower
-layer, and, among the domain packages, only the pairs listed in ``DOMAIN_DEPENDS``.
+those under ``if TYPE_CHECKING:`` (annotations only); ``from countboard.tracking import store`` is an import of the
+module ``countboard.tracking.store`` (not of the package), so a cycle through such an import is seen. A module may
+import its own package, any package of a lower layer, and, among the domain packages, only the pairs listed in
+``DOMAIN_DEPENDS``.
 """
 
 from __future__ import annotations
@@ -41,8 +43,15 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
-def imports_of(path: Path) -> set[str]:
-    """``countboard`` modules imported by the file at ``path`` (outside ``TYPE_CHECKING`` blocks)."""
+def _is_module(name: str, root: Path) -> bool:
+    """Whether ``name`` (dotted) is a module or package under ``root`` (the folder holding ``countboard/``)."""
+    path = root.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imports_of(path: Path, root: Path = SRC.parent) -> set[str]:
+    """``countboard`` modules imported by the file at ``path`` (outside ``TYPE_CHECKING`` blocks); a name imported
+    from a package that is a module of it (``from countboard.tracking import store``) counts as that module."""
     tree = ast.parse(path.read_text())
     skip = _type_checking_nodes(tree)
     found = set()
@@ -50,7 +59,8 @@ def imports_of(path: Path) -> set[str]:
         if id(node) in skip:
             continue
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
+            names = [f"{node.module}.{a.name}" if _is_module(f"{node.module}.{a.name}", root) else node.module
+                     for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         else:
@@ -59,11 +69,11 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-def module_graph() -> dict[str, set[str]]:
+def module_graph(src: Path = SRC) -> dict[str, set[str]]:
     graph = {}
-    for path in SRC.rglob("*.py"):
-        module = ".".join(("countboard", *path.relative_to(SRC).with_suffix("").parts))
-        graph[module.removesuffix(".__init__")] = imports_of(path)
+    for path in src.rglob("*.py"):
+        module = ".".join(("countboard", *path.relative_to(src).with_suffix("").parts))
+        graph[module.removesuffix(".__init__")] = imports_of(path, src.parent)
     return graph
 
 
@@ -150,3 +160,15 @@ def test_type_checking_imports_are_not_counted(tmp_path):
     f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from countboard.engine import x\n"
                  "from countboard.errors import ConfigError\n")
     assert imports_of(f) == {"countboard.errors"}
+
+
+def test_from_package_import_module_counts_as_that_module(tmp_path):
+    pkg = tmp_path / "countboard" / "p"
+    pkg.mkdir(parents=True)
+    (tmp_path / "countboard" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("VALUE = 1\n")
+    (pkg / "a.py").write_text("from countboard.p import b, VALUE\n")
+    (pkg / "b.py").write_text("def f():\n    from countboard.p import a\n")
+    assert imports_of(pkg / "a.py", tmp_path) == {"countboard.p.b", "countboard.p"}
+    graph = module_graph(tmp_path / "countboard")
+    assert package_cycles(graph) == [["countboard.p.a", "countboard.p.b", "countboard.p.a"]]

@@ -23,8 +23,10 @@ from countboard.config import HASH_DEFAULTS, META_KEYS, OPERATIONAL_KEYS, REPLIC
 from countboard.errors import ConfigError
 from countboard.tracking import Tracker, failpoints, tracker_from_config
 from countboard.tracking import store as st
+from countboard.tracking import tags as tg
 from countboard.tracking.callbacks import parent_run_for_job
 from countboard.tracking.lease import Lease, owner_tags
+from countboard.tracking.tags import RunTags
 
 log = logging.getLogger("countboard")
 
@@ -120,15 +122,15 @@ class Cell:
         self.finished = False
 
     def tags(self, family: str) -> dict[str, str]:
-        return {
-            "model": self.model_meta["name"], "dataset": self.dataset_meta["name"], "task": self.task_meta["name"],
-            "model_kind": self.model_meta.get("kind", "unknown"), "family": family, "config_hash": self.hash,
-            "replicate_hash": self.replicate_hash, "seed": str(self.cfg.get("seed", 0)),
-            "data_fingerprint": self.data_fingerprint or "", "git_commit": git_commit(),
-            "countboard_version": countboard.__version__, "device": self.device,
-            "precision": str(self.cfg.get("precision", "fp32")),
-            "host": socket.gethostname(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", ""), st.ROLE_TAG: "cell",
-        }
+        return RunTags(
+            role=tg.ROLE_CELL, model=self.model_meta["name"], dataset=self.dataset_meta["name"],
+            task=self.task_meta["name"], model_kind=self.model_meta.get("kind", "unknown"), family=family,
+            config_hash=self.hash, replicate_hash=self.replicate_hash, seed=self.cfg.get("seed", 0),
+            data_fingerprint=self.data_fingerprint or "", git_commit=git_commit(),
+            countboard_version=countboard.__version__, device=self.device,
+            precision=str(self.cfg.get("precision", "fp32")), host=socket.gethostname(),
+            gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        ).to_tags()
 
     def claim(self) -> bool:
         """Take the cell's lease; False (with one line) when another live process owns it and on_busy=skip."""
@@ -153,18 +155,18 @@ class Cell:
         self.run_id = run.run_id
         log.info("%s %s in run %s (status was %s)", why, self.name, self.run_id, run.status)
         self.tracker.set_status(self.run_id, st.RUNNING)
-        self.tracker.set_tags(self.run_id, {"device": self.device, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-                                            "error": "", **owner_tags()})
+        self.tracker.set_tags(self.run_id, {tg.DEVICE: self.device, tg.GPU: os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+                                            tg.ERROR: "", **owner_tags()})
         self.log_config()  # a run killed before its params were logged gets them now
 
     def open_run(self, family: str) -> bool:
         """Find or create the run (the lease is held). False when a finished run exists and nothing is to redo."""
-        runs = [r for r in self.tracker.find_runs(self.experiment_id, {"config_hash": self.hash})
-                if r.tags.get(st.ROLE_TAG) == "cell"]
+        runs = [r for r in self.tracker.find_runs(self.experiment_id, {tg.CONFIG_HASH: self.hash})
+                if r.tags.get(tg.ROLE) == tg.ROLE_CELL]
         finished = [r for r in runs if r.status == st.FINISHED]
         if finished and not self.cfg.force:
             run = finished[0]
-            n_failed = int(float(run.tags.get("n_failed_units", "0") or 0))
+            n_failed = int(float(run.tags.get(tg.N_FAILED_UNITS, "0") or 0))
             if n_failed and self.cfg.get("retry_failed", True):
                 self._reopen(run, f"retry {n_failed} failed units of")
                 return True

@@ -29,6 +29,7 @@ from countboard.results import RunContext, Task, TaskResult
 from countboard.schema import load_schema
 from countboard.tracking import checkpoints, tracker_from_config
 from countboard.tracking import store as st
+from countboard.tracking import tags as tg
 from countboard.tracking.artifacts import write_result
 
 log = logging.getLogger("countboard")
@@ -86,9 +87,9 @@ def _unit_list(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: Cell
     if ctx.max_samples is not None:
         units = units[: ctx.max_samples]
     filters = _subset_filters(cell.cfg)
-    cell.tracker.set_tags(cell.run_id, {"n_units": len(units), "total_units": total,
-                                        "partial": str(len(units) < total or bool(filters)).lower(),
-                                        "subset": " ".join(filters)})
+    cell.tracker.set_tags(cell.run_id, {tg.N_UNITS: len(units), tg.TOTAL_UNITS: total,
+                                        tg.PARTIAL: str(len(units) < total or bool(filters)).lower(),
+                                        tg.SUBSET: " ".join(filters)})
     return units
 
 
@@ -188,7 +189,7 @@ def _finish(cell: Cell, task: Task, model: Any, dataset: Any, ctx: RunContext, r
     _validate_metrics(metrics)
     write_result(cell.tracker, cell.run_id, result, records, failed)
     cell.tracker.log_metrics(cell.run_id, metrics)
-    cell.tracker.set_tags(cell.run_id, {"n_failed_units": len(failed)})
+    cell.tracker.set_tags(cell.run_id, {tg.N_FAILED_UNITS: len(failed)})
     cell.tracker.set_status(cell.run_id, st.FINISHED)
     cell.finished = True
     if len(failed):
@@ -205,7 +206,7 @@ def _record_failure(cell: Cell, exc: BaseException, records, failed) -> None:
     try:
         if cell.tracker.get_status(cell.run_id) == st.FINISHED:
             return
-        cell.tracker.set_tags(cell.run_id, {"error": message[:5000]})
+        cell.tracker.set_tags(cell.run_id, {tg.ERROR: message[:5000]})
         cell.tracker.log_json(cell.run_id, {"error": message, "traceback": traceback.format_exc()}, "error.json")
         if failed is not None and len(failed):
             cell.tracker.log_json(cell.run_id, failed.to_dict("records"), "failures.json")

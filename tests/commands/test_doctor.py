@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from countboard.cli import main
 from countboard.index import build_index
 from countboard.tracking import store as st
+from countboard.tracking import tags as tg
 from countboard.tracking import tracker_from_config
 from countboard.tracking.lease import HEARTBEAT_TAG, Lease, list_leases
 
@@ -25,16 +26,16 @@ def _broken_store(tmp_path: Path):
     assert lease.acquire()
     lease._stop.set()
     tracker.set_tags(lease.run_id, {HEARTBEAT_TAG: f"{time.time() - 3600:.3f}"})
-    orphan = tracker.create_run(exp, "a · b · c", {st.ROLE_TAG: "cell", "config_hash": "h1"})
-    parent = tracker.create_run(exp, "sweep x", {st.ROLE_TAG: "sweep", "sweep_hash": "s"})
-    child = tracker.create_run(exp, "a · b · d", {st.ROLE_TAG: "cell", "config_hash": "h2"}, parent)
+    orphan = tracker.create_run(exp, "a · b · c", {tg.ROLE: "cell", "config_hash": "h1"})
+    parent = tracker.create_run(exp, "sweep x", {tg.ROLE: "sweep", "sweep_hash": "s"})
+    child = tracker.create_run(exp, "a · b · d", {tg.ROLE: "cell", "config_hash": "h2"}, parent)
     tracker.log_params(child, {"seed": 0})
     tracker.log_json(child, {"seed": 0}, "config.yaml")
     tracker.set_status(child, st.FINISHED)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     killed_import = tracker.create_run(exp, "import x", {"owner": f"{socket.gethostname()}:{dead.stdout.strip()}",
                                                          "config_hash": "i1"})
-    bare = tracker.create_run(exp, "a · b · e", {st.ROLE_TAG: "cell", "config_hash": "h3"})
+    bare = tracker.create_run(exp, "a · b · e", {tg.ROLE: "cell", "config_hash": "h3"})
     tracker.set_status(bare, st.FINISHED)
     build_index(tracker.uri, store / "index.duckdb")
     time.sleep(0.01)

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 from countboard.index import build_index
 from countboard.index.reader import connect_readonly
 from countboard.tracking import store as st
+from countboard.tracking import tags as tg
 from countboard.tracking import tracker_from_config
 
 
@@ -17,7 +18,7 @@ def _run(tracker, exp, *, mae, seed=0, partial=False, replicate="cellA", model="
     tags = {"family": "counters", "model": model, "dataset": "fsc147", "task": "praco_negative", "split": "test",
             "config_hash": f"{replicate}-{seed}-{partial}", "replicate_hash": f"{replicate}-{partial}",
             "seed": str(seed), "partial": str(partial).lower(), "n_units": "5" if partial else "100",
-            "total_units": "100", st.ROLE_TAG: "cell"}
+            "total_units": "100", tg.ROLE: "cell"}
     run_id = tracker.create_run(exp, f"{model} · fsc147 · praco_negative", tags)
     tracker.log_metrics(run_id, {"mae": mae, "cnt_f1": 1 - mae / 10})
     tracker.set_status(run_id, st.FINISHED)

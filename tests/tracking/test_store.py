@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 
 from countboard.errors import ConfigError
 from countboard.tracking import store as st
+from countboard.tracking import tags as tg
 from countboard.tracking import tracker_from_config
 
 
@@ -101,7 +102,7 @@ def test_mlflow_ui_serves_the_sweep_store_on_loopback(monkeypatch, tmp_path, cap
 
 def test_experiments_are_classic_ml_experiments_inside_the_store(tracker, tmp_path):
     exp = tracker.experiment_id("countboard")
-    assert tracker.client.get_experiment(exp).tags[st.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    assert tracker.client.get_experiment(exp).tags[tg.EXPERIMENT_KIND] == "custom_model_development"
     with pytest.raises(ConfigError, match="not a valid name"):
         tracker.experiment_id("../../x")
     assert not (tmp_path / "x").exists() and not (tmp_path.parent / "x").exists()

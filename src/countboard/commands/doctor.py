@@ -59,6 +59,7 @@ def _store_file_findings(where: StoreAddress) -> list[Finding]:
 
 def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
     from countboard.tracking import store as st
+    from countboard.tracking import tags as tg
     from countboard.tracking.callbacks import close_parent
     from countboard.tracking.lease import list_leases, owner_gone
 
@@ -73,22 +74,22 @@ def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
             live.add(lease.key)
     runs = tracker.find_runs(exp_id, {})
     for run in runs:
-        role = run.tags.get(st.ROLE_TAG)
-        if role == "cell" and run.status == st.RUNNING and run.tags.get("config_hash") not in live:
-            out.append(Finding("orphan", f"cell run {run.run_id} ({run.tags.get('mlflow.runName', '')}) is RUNNING "
+        role, name = run.tags.get(tg.ROLE), run.tags.get(tg.RUN_NAME, "")
+        if role == tg.ROLE_CELL and run.status == st.RUNNING and run.tags.get(tg.CONFIG_HASH) not in live:
+            out.append(Finding("orphan", f"cell run {run.run_id} ({name}) is RUNNING "
                                "without a live owner", "mark it KILLED (the next sweep resumes it)",
                                lambda r=run.run_id: _end(tracker, r, st.KILLED, "owner gone; ended by doctor")))
-        if role not in ("cell", "sweep", "lease") and run.status == st.RUNNING and owner_gone(run.tags):
-            out.append(Finding("orphan", f"run {run.run_id} ({run.tags.get('mlflow.runName', '')}) is RUNNING but "
-                               f"its process {run.tags.get('owner')} is gone", "mark it KILLED",
+        if role not in (tg.ROLE_CELL, tg.ROLE_SWEEP, tg.ROLE_LEASE) and run.status == st.RUNNING and owner_gone(run.tags):
+            out.append(Finding("orphan", f"run {run.run_id} ({name}) is RUNNING but "
+                               f"its process {run.tags.get(tg.OWNER)} is gone", "mark it KILLED",
                                lambda r=run.run_id: _end(tracker, r, st.KILLED, "owner gone; ended by doctor")))
-        if role == "sweep" and run.status == st.RUNNING:
-            children = [c for c in runs if c.tags.get(st.PARENT_TAG) == run.run_id]
+        if role == tg.ROLE_SWEEP and run.status == st.RUNNING:
+            children = [c for c in runs if c.tags.get(tg.PARENT) == run.run_id]
             if not any(c.status == st.RUNNING for c in children):
                 out.append(Finding("parent", f"sweep run {run.run_id} is RUNNING but its {len(children)} children "
                                    "have ended", "end it FINISHED or FAILED with its children",
                                    lambda r=run.run_id: close_parent(tracker, exp_id, r, ttl_s)))
-        if role == "cell" and run.status == st.FINISHED:  # a stopped run gets them when the next sweep resumes it
+        if role == tg.ROLE_CELL and run.status == st.FINISHED:  # a stopped run gets them when the next sweep resumes it
             missing = _missing_config(tracker, run.run_id)
             if missing:
                 out.append(Finding("config", f"cell run {run.run_id} has no {missing}",
@@ -106,7 +107,9 @@ def _missing_config(tracker, run_id: str) -> str | None:
 
 
 def _end(tracker, run_id: str, status: str, why: str) -> None:
-    tracker.set_tags(run_id, {"error": why})
+    from countboard.tracking.tags import ERROR
+
+    tracker.set_tags(run_id, {ERROR: why})
     tracker.set_status(run_id, status)
 
 

@@ -31,7 +31,7 @@ def run_command(args) -> int:
             print(f"... and {len(problems) - args.show_problems} more (all in the run's problems.json)",
                   file=sys.stderr)
         what = f"logged run {result.run_id}" if result.run_id else "skipped: an identical import exists (--force)"
-        print(f"{result.tags['model']} / {args.split}: {what}; {len(problems)} cell(s) left out")
+        print(f"{result.tags.model} / {args.split}: {what}; {len(problems)} cell(s) left out")
     if args.final_metrics:
         print(f"wrote {args.final_metrics}")
     return 0

@@ -25,12 +25,12 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from countboard.errors import TrackingStoreError
 from countboard.index import ddl, source
 from countboard.index.reader import connect_readonly
 from countboard.index.source import MetricPoint, RunSnapshot
 from countboard.index.updates import CLOCK_SKEW_MS, SCAN_EVERY_S, UPDATES
 from countboard.tracking import failpoints, manifest
+from countboard.tracking.store import Tracker
 
 log = logging.getLogger(__name__)
 
@@ -160,19 +160,11 @@ def _lock(db_path: Path):
 
 
 def _client(store_uri: str):
-    from mlflow.tracking import MlflowClient
-
     # one pooled connection per parallel artifact listing (MLflow keeps 10 and drops the rest after each use)
     os.environ.setdefault("MLFLOW_HTTP_POOL_MAXSIZE", str(2 * source.LIST_WORKERS))
-    try:
-        client = MlflowClient(tracking_uri=store_uri)
-        client.search_experiments(max_results=1)
-    except Exception as exc:
-        raise TrackingStoreError(
-            f"cannot read the MLflow store {store_uri!r}: {type(exc).__name__}: {str(exc)[:300]}. "
-            "Pass the store with --store (sqlite:///path/mlflow.db, a store directory, or http://host:port)."
-        ) from exc
-    return client
+    tracker = Tracker(store_uri)
+    tracker.check()  # one line naming the store when it cannot be read
+    return tracker.client
 
 
 def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = False, update: str = "auto",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from countboard.tracking import tags as tg
+
 SCHEMA_VERSION = 5
 
 TABLES: dict[str, str] = {
@@ -37,13 +39,13 @@ TABLES: dict[str, str] = {
 PER_RUN_TABLES = ("runs", "params", "tags", "metrics", "metric_history", "artifacts")
 
 # Columns of ``runs`` every family view starts with.
-RUNS_COLUMNS = ("run_id", "experiment_id", "run_name", "model", "model_kind", "generator", "evaluator",
-                "dataset", "split", "task", "config_hash", "start_time", "end_time", "parent_run_id")
+RUNS_COLUMNS = ("run_id", "experiment_id", "run_name", tg.MODEL, tg.MODEL_KIND, tg.GENERATOR, tg.EVALUATOR,
+                tg.DATASET, tg.SPLIT, tg.TASK, tg.CONFIG_HASH, "start_time", "end_time", "parent_run_id")
 
 # Columns from the engine's tags: ``partial`` (a subset of the cell's units: max_samples), ``n_units`` of
 # ``total_units``, the ``seed`` and the ``replicate_hash`` shared by the seeds of one cell.
-RUN_TAG_COLUMNS = {"partial": "BOOLEAN", "n_units": "BIGINT", "total_units": "BIGINT", "seed": "BIGINT",
-                   "replicate_hash": "VARCHAR"}
+RUN_TAG_COLUMNS = {tg.PARTIAL: "BOOLEAN", tg.N_UNITS: "BIGINT", tg.TOTAL_UNITS: "BIGINT", tg.SEED: "BIGINT",
+                   tg.REPLICATE_HASH: "VARCHAR"}
 
 # Every non-metric column of a family view (and of its ``_cells`` view, which adds ``n_runs``).
 VIEW_RUN_COLUMNS = (*RUNS_COLUMNS, *RUN_TAG_COLUMNS, "n_runs")
@@ -111,7 +113,7 @@ def _tag_columns() -> str:
     cols = []
     for key, kind in RUN_TAG_COLUMNS.items():
         raw = f"max(value) FILTER (WHERE key = {quote_literal(key)})"
-        if key == "partial":
+        if key == tg.PARTIAL:
             cols.append(f"coalesce({raw} = 'true', false) AS partial")
         else:
             cols.append(f"TRY_CAST({raw} AS {kind}) AS {key}")
@@ -126,7 +128,7 @@ def family_table_sql(family: str, metric_keys: Iterable[str]) -> str:
     is writing never shows half its metrics here.
     """
     run_cols = ", ".join(f"r.{c}" for c in RUNS_COLUMNS)
-    tag_cols = ", ".join("coalesce(t.partial, false) AS partial" if c == "partial" else f"t.{c}"
+    tag_cols = ", ".join("coalesce(t.partial, false) AS partial" if c == tg.PARTIAL else f"t.{c}"
                          for c in RUN_TAG_COLUMNS)
     metric_cols = "".join(
         f",\n  max(m.value) FILTER (WHERE m.key = {quote_literal(k)}) AS {quote_identifier(k)}"

@@ -7,14 +7,14 @@ import logging
 from dataclasses import dataclass, field
 
 from countboard.tracking import manifest
+from countboard.tracking import tags as tg
 from countboard.tracking.store import artifact_repository
+from countboard.tracking.tags import RunTags
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 1000
 _EXPERIMENT_BATCH = 100
-PARENT_TAG = "mlflow.parentRunId"
-ROLE_TAG = "countboard.role"
 
 
 @dataclass(frozen=True)
@@ -22,11 +22,6 @@ class MetricPoint:
     value: float
     step: int
     timestamp: int
-
-
-#: Roles of runs that summarise other runs (a multirun's parent, a generator comparison): never ranking entries.
-AGGREGATE_ROLES = ("sweep", "comparison")
-LEASE_ROLE = "lease"
 
 
 @dataclass
@@ -61,21 +56,18 @@ class RunSnapshot:
         """The ``runs`` row, with the run conventions' tags lifted into columns.
 
         ``generator`` and ``evaluator`` come from the tags tasks set; a run tagged with a generator other than its
-        model (a classifier judging a generator's outputs) has its model as evaluator.
+        model (a classifier judging a generator's outputs) has its model as evaluator (``RunTags.judge``).
         """
-        t = self.tags
+        t = RunTags.from_tags(self.tags)
         return {
             "run_id": self.run_id, "experiment_id": self.experiment_id, "run_name": self.run_name,
             "status": self.status, "user_id": self.user_id, "start_time": self.start_time,
             "end_time": self.end_time, "lifecycle_stage": self.lifecycle_stage, "artifact_uri": self.artifact_uri,
-            "parent_run_id": t.get(PARENT_TAG), "is_sweep": t.get(ROLE_TAG) in AGGREGATE_ROLES,
-            "family": t.get("family"), "model": t.get("model"), "dataset": t.get("dataset"),
-            "split": t.get("split") or self.params.get("dataset.split"), "task": t.get("task"),
-            "model_kind": t.get("model_kind"), "generator": t.get("generator"),
-            "evaluator": t.get("evaluator") or (t.get("model") if t.get("generator") not in (None, t.get("model"))
-                                                else None),
-            "config_hash": t.get("config_hash"),
-            "git_commit": t.get("git_commit"), "fingerprint": self.fingerprint,
+            "parent_run_id": t.parent, "is_sweep": t.role in tg.AGGREGATE_ROLES,
+            tg.FAMILY: t.family, tg.MODEL: t.model, tg.DATASET: t.dataset,
+            tg.SPLIT: t.split or self.params.get("dataset.split"), tg.TASK: t.task,
+            tg.MODEL_KIND: t.model_kind, tg.GENERATOR: t.generator, tg.EVALUATOR: t.judge,
+            tg.CONFIG_HASH: t.config_hash, tg.GIT_COMMIT: t.git_commit, "fingerprint": self.fingerprint,
         }
 
 
@@ -119,7 +111,7 @@ def list_runs(client, experiment_ids: list[str], filter_string: str = "", delete
                                       page_token=token,
                                       order_by=["attributes.start_time ASC", "attributes.run_id ASC"])
             for run in page:
-                if run.data.tags.get(ROLE_TAG) != LEASE_ROLE:  # ownership claims, not results
+                if run.data.tags.get(tg.ROLE) != tg.ROLE_LEASE:  # ownership claims, not results
                     runs[run.info.run_id] = _snapshot(run)
             token = page.token
             if not token:

@@ -36,6 +36,8 @@ from countboard.numeracy.release import (
 )
 from countboard.numeracy.scoring import ImportProblem, score_annotations
 from countboard.numeracy.summary import confusion_figure, summarize_units
+from countboard.tracking import tags as tg
+from countboard.tracking.tags import RunTags
 
 log = logging.getLogger("countboard")
 
@@ -44,7 +46,7 @@ FAMILY = "generators"
 #: Bump when scoring changes, so that a re-import logs new runs instead of skipping.
 SCORING_VERSION = "2"
 #: Tags naming the process that logs an imported run, so that a later import can tell a killed one.
-HOST_TAG, PID_TAG = "import_host", "import_pid"
+HOST_TAG, PID_TAG = tg.IMPORT_HOST, tg.IMPORT_PID
 #: MLflow run statuses (as ``countboard.tracking`` spells them; not imported here, to keep mlflow out of imports).
 FINISHED, RUNNING, KILLED = "FINISHED", "RUNNING", "KILLED"
 #: Age after which a RUNNING imported run of another host (or without owner tags) counts as abandoned.
@@ -161,15 +163,15 @@ def build_runs(
             digest = ";".join(f"{f}={digests[f]}" for f in files)
             metrics = dict(summary.metrics)
             metrics["numeracy_n_skipped_rows"] = float(per_file.get(generator, 0))
-            tags = {
-                "model": generator,
-                "model_kind": "generator",
-                "task": task_name(task),
-                "dataset": DATASET,
-                "family": FAMILY,
-                "config_hash": _config_hash(digest, prompts_digest, generator, task, opts),
-                "source": "human_annotations",
-            }
+            tags = RunTags(
+                model=generator,
+                model_kind="generator",
+                task=task_name(task),
+                dataset=DATASET,
+                family=FAMILY,
+                config_hash=_config_hash(digest, prompts_digest, generator, task, opts),
+                source=tg.SOURCE_HUMAN_ANNOTATIONS,
+            ).to_tags()
             params = {
                 "annotations": str(Path(annotations).resolve()),
                 "files": ",".join(files),
@@ -253,14 +255,15 @@ def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool 
     experiment_id = tracker.experiment_id(experiment)
     owner = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     for run in runs:
-        twins = tracker.find_runs(experiment_id, {"config_hash": run.tags["config_hash"]})
+        identity = RunTags.from_tags(run.tags)
+        twins = tracker.find_runs(experiment_id, {tg.CONFIG_HASH: identity.config_hash})
         if not force and any(r.status == FINISHED for r in twins):
-            report.skipped.append((run.generator, run.tags["task"]))
+            report.skipped.append((run.generator, identity.task))
             continue
         if _settle_twins(tracker, twins, report) and not force:
-            report.busy.append((run.generator, run.tags["task"]))
+            report.busy.append((run.generator, identity.task))
             continue
-        name = f"model={run.generator},dataset={DATASET},task={run.tags['task']}"
+        name = f"model={run.generator},dataset={DATASET},task={identity.task}"
         with tempfile.TemporaryDirectory() as tmp:
             _write_artifacts(run, Path(tmp))
             run_id = tracker.log_complete_run(
@@ -272,7 +275,7 @@ def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool 
                 artifacts_dir=tmp,
                 force=True,
             )
-        report.logged.append((run.generator, run.tags["task"], run_id))
+        report.logged.append((run.generator, identity.task, run_id))
     return report
 
 

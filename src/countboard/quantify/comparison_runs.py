@@ -24,6 +24,8 @@ import pandas as pd
 from countboard.errors import ConfigError
 from countboard.quantify.compare import generator_comparison, pairwise_heatmap, pairwise_long
 from countboard.quantify.compared import ComparedTask
+from countboard.tracking import tags as tg
+from countboard.tracking.tags import RunTags
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,8 @@ def _beta_params(tracker, run, tmp: Path) -> tuple[float, float] | None:
 def read_cells(tracker, experiment_id: str, spec: ComparedTask, tmp: Path) -> pd.DataFrame:
     """The FINISHED cells of ``spec.task`` with a BCC posterior: run_id, end_time, dataset, classifier, generator,
     a, b."""
-    query = f"tags.task = '{spec.task}' AND tags.`countboard.role` = 'cell' AND attributes.status = 'FINISHED'"
+    query = (f"tags.`{tg.TASK}` = '{spec.task}' AND tags.`{tg.ROLE}` = '{tg.ROLE_CELL}' "
+             "AND attributes.status = 'FINISHED'")
     runs = tracker.client.search_runs([experiment_id], filter_string=query, max_results=5000)
     rows = []
     for run in runs:
@@ -98,7 +101,7 @@ def read_cells(tracker, experiment_id: str, spec: ComparedTask, tmp: Path) -> pd
                      run.info.run_id, spec.task)
             continue
         rows.append({"run_id": run.info.run_id, "end_time": int(run.info.end_time or 0),
-                     "dataset": tags.get("dataset", ""), "classifier": classifier, "generator": generator,
+                     "dataset": tags.get(tg.DATASET, ""), "classifier": classifier, "generator": generator,
                      "a": params[0], "b": params[1]})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
@@ -107,8 +110,8 @@ def log_comparison(tracker, experiment: str, task: str, dataset: str, classifier
                    force: bool = False) -> str | None:
     """Log one comparison run of a group's cells (one per generator); None when an identical one exists."""
     matrix = generator_comparison(cells.assign(classifier=classifier), classifier)
-    tags = {"countboard.role": "comparison", "task": task, "dataset": dataset, "classifier": classifier,
-            "family": "acs", "config_hash": inputs_hash(task, dataset, classifier, cells)}
+    tags = RunTags(role=tg.ROLE_COMPARISON, task=task, dataset=dataset, classifier=classifier, family="acs",
+                   config_hash=inputs_hash(task, dataset, classifier, cells)).to_tags()
     with tempfile.TemporaryDirectory(prefix="countboard-compare-") as tmp:
         out = Path(tmp)
         (out / "tables").mkdir()

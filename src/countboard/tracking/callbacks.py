@@ -15,6 +15,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from countboard.tracking import store as st
+from countboard.tracking import tags as tg
 
 log = logging.getLogger("countboard")
 PARENT_ENV = "COUNTBOARD_PARENT_RUN_ID"
@@ -73,13 +74,13 @@ class SweepCallback(Callback):
         key = sweep_hash(overrides)
         self.ttl_s = float(config.get("lease_ttl_s", 60))
         with Lease(self.tracker, exp_id, f"sweep:{key}", self.ttl_s):
-            existing = self.tracker.find_runs(exp_id, {st.ROLE_TAG: "sweep", "sweep_hash": key})
+            existing = self.tracker.find_runs(exp_id, {tg.ROLE: tg.ROLE_SWEEP, tg.SWEEP_HASH: key})
             if existing:
                 self.run_id = existing[0].run_id
                 self.tracker.set_status(self.run_id, st.RUNNING)
             else:
                 self.run_id = self.tracker.create_run(exp_id, _sweep_name(overrides), {
-                    st.ROLE_TAG: "sweep", "sweep_hash": key, "overrides": " ".join(overrides)[:5000]})
+                    tg.ROLE: tg.ROLE_SWEEP, tg.SWEEP_HASH: key, tg.OVERRIDES: " ".join(overrides)[:5000]})
         atexit.register(self.close)  # a failed cell makes the sweeper raise before on_multirun_end
         os.environ[PARENT_ENV] = self.run_id
         global _open_sweep
@@ -123,14 +124,14 @@ def close_parent(tracker, experiment_id: str, run_id: str, ttl_s: float = 60.0) 
     """Set the parent's status from its children's; returns what was done, in words."""
     from countboard.tracking.lease import list_leases
 
-    children = tracker.find_runs(experiment_id, {st.PARENT_TAG: run_id})
+    children = tracker.find_runs(experiment_id, {tg.PARENT: run_id})
     statuses = [c.status for c in children]
     running = [c for c in children if c.status == st.RUNNING]
     live = {lease.key for lease in list_leases(tracker, experiment_id) if not lease.expired(ttl_s)}
-    if any(c.tags.get("config_hash") in live for c in running):
+    if any(c.tags.get(tg.CONFIG_HASH) in live for c in running):
         return f"{len(running)} cells still running in another process; {LEFT_RUNNING}"
     n_bad = sum(s != st.FINISHED for s in statuses)
-    tracker.set_tags(run_id, {"n_children": len(children), "n_failed_children": n_bad})
+    tracker.set_tags(run_id, {tg.N_CHILDREN: len(children), tg.N_FAILED_CHILDREN: n_bad})
     tracker.set_status(run_id, st.FINISHED if n_bad == 0 else st.FAILED)
     return f"{len(children)} cells, {n_bad} not finished"
 
@@ -148,7 +149,7 @@ def fail_open_sweep(error: BaseException | None) -> str | None:
     message = f"{type(error).__name__}: {error}" if error is not None else "the sweep stopped before its end"
     run_id, sweep.run_id = sweep.run_id, None  # its exit-time close() must not set it from its (absent) children
     try:
-        sweep.tracker.set_tags(run_id, {"error": message[:5000]})
+        sweep.tracker.set_tags(run_id, {tg.ERROR: message[:5000]})
         outcome = close_parent(sweep.tracker, sweep.experiment_id, run_id, sweep.ttl_s)  # counts its children
         if outcome.endswith(LEFT_RUNNING):  # another live process runs some of its cells and will close it
             return run_id

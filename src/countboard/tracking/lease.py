@@ -25,13 +25,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-from countboard.tracking import store as st
+from countboard.tracking import tags as tg
 
 log = logging.getLogger("countboard")
 
-ROLE = "lease"
-KEY_TAG, HOST_TAG, PID_TAG, START_TAG = "lease.key", "lease.host", "lease.pid", "lease.pid_start"
-HEARTBEAT_TAG, STATE_TAG = "lease.heartbeat", "lease.state"
+ROLE = tg.ROLE_LEASE
+KEY_TAG, HOST_TAG, PID_TAG, START_TAG = tg.LEASE_KEY, tg.LEASE_HOST, tg.LEASE_PID, tg.LEASE_PID_START
+HEARTBEAT_TAG, STATE_TAG = tg.LEASE_HEARTBEAT, tg.LEASE_STATE
 DEFAULT_TTL_S = 60.0
 
 
@@ -54,7 +54,7 @@ def _pid_alive(pid: int, start: str) -> bool:
     return not start or not process_start(pid) or process_start(pid) == start
 
 
-OWNER_TAG, OWNER_START_TAG = "owner", "owner.pid_start"
+OWNER_TAG, OWNER_START_TAG = tg.OWNER, tg.OWNER_PID_START
 
 
 def owner_tags() -> dict[str, str]:
@@ -99,7 +99,7 @@ class LeaseInfo:
 
 def list_leases(tracker, experiment_id: str, key: str | None = None) -> list[LeaseInfo]:
     """Active lease runs of the experiment (of ``key`` only, when given)."""
-    tags = {st.ROLE_TAG: ROLE, **({KEY_TAG: key} if key else {})}
+    tags = {tg.ROLE: ROLE, **({KEY_TAG: key} if key else {})}
     return [LeaseInfo.from_tags(r.run_id, r.tags) for r in tracker.find_runs(experiment_id, tags)]
 
 
@@ -124,7 +124,7 @@ class Lease:
         self._thread: threading.Thread | None = None
 
     def _announce(self) -> str:
-        tags = {st.ROLE_TAG: ROLE, KEY_TAG: self.key, HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
+        tags = {tg.ROLE: ROLE, KEY_TAG: self.key, HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
                 START_TAG: process_start(os.getpid()), HEARTBEAT_TAG: f"{time.time():.3f}", STATE_TAG: "pending"}
         return self.tracker.create_run(self.experiment_id, f"lease {self.key}"[:200], tags)
 

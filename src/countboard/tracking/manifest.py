@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-MANIFEST_TAG = "countboard.artifacts"
-PARTS_TAG = "countboard.artifacts.parts"
+from countboard.tracking.tags import MANIFEST as MANIFEST_TAG
+from countboard.tracking.tags import MANIFEST_PARTS as PARTS_TAG
+
 VERSION = 2
 #: Characters per tag value (``Tracker.set_tags`` keeps 5,000; MLflow allows 8,000).
 PART_CHARS = 4800

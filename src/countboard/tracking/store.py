@@ -18,14 +18,11 @@ from urllib.request import url2pathname
 from countboard.config import clean_run_name, validate_name
 from countboard.errors import ConfigError, TrackingStoreError
 from countboard.tracking import address
+from countboard.tracking import tags as tg
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-PARENT_TAG = "mlflow.parentRunId"
-ROLE_TAG = "countboard.role"
-#: Experiments are classic ML experiments: the MLflow UI then opens them on their runs, not the GenAI view.
-EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 FINISHED, RUNNING, FAILED, KILLED = "FINISHED", "RUNNING", "FAILED", "KILLED"
 _PARAM_VALUE_MAX = 6000
 _BATCH = 100
@@ -112,12 +109,12 @@ class Tracker:
                         f"experiment {name!r} is deleted in {self.uri}; restore it in the MLflow UI or choose "
                         "another `tracking.experiment`"
                     )
-                if exp.tags.get(EXPERIMENT_KIND_TAG) is None:
-                    self.client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+                if exp.tags.get(tg.EXPERIMENT_KIND) is None:
+                    self.client.set_experiment_tag(exp.experiment_id, tg.EXPERIMENT_KIND, tg.EXPERIMENT_KIND_ML)
                 return exp.experiment_id
             try:
                 return self.client.create_experiment(name, artifact_location=self._artifact_location(name),
-                                                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+                                                     tags={tg.EXPERIMENT_KIND: tg.EXPERIMENT_KIND_ML})
             except Exception as exc:  # another process created it first
                 exp = self.client.get_experiment_by_name(name)
                 if exp is None:
@@ -197,7 +194,7 @@ class Tracker:
         run_name = clean_run_name(run_name)
         all_tags = {k: str(v) for k, v in tags.items()}
         if parent_run_id:
-            all_tags[PARENT_TAG] = parent_run_id
+            all_tags[tg.PARENT] = parent_run_id
         run = _retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=all_tags), "create run")
         return run.info.run_id
 
@@ -303,10 +300,10 @@ class Tracker:
 
         Returns the run id, or None when skipped. ``tags`` must contain ``config_hash``.
         """
-        if "config_hash" not in tags:
-            raise ValueError("log_complete_run needs a `config_hash` tag to detect repeated imports")
+        if tg.CONFIG_HASH not in tags:
+            raise ValueError(f"log_complete_run needs a `{tg.CONFIG_HASH}` tag to detect repeated imports")
         exp_id = self.experiment_id(experiment)
-        if not force and self.find_runs(exp_id, {"config_hash": tags["config_hash"]}, [FINISHED]):
+        if not force and self.find_runs(exp_id, {tg.CONFIG_HASH: tags[tg.CONFIG_HASH]}, [FINISHED]):
             return None
         from countboard.tracking.lease import owner_tags
 

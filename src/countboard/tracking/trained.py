@@ -12,6 +12,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from countboard.tracking import tags as tg
+from countboard.tracking.tags import RunTags
+
 
 def config_hash(info: dict) -> str:
     """Hash of the training and dataset settings (a rerun with the same settings is not logged twice)."""
@@ -29,14 +32,14 @@ def log_checkpoint(path: Path, model: str, info: dict, store: str, force: bool =
     URI), with the checkpoint under the artifact folder ``checkpoint/``. Returns the run id, or None when a
     training with the same settings was already logged and ``force`` is false.
     """
-    tags = {"model": model, "model_kind": "counter", "countboard.kind": "training",
-            "config_hash": config_hash(info)}
+    tags = RunTags(model=model, model_kind="counter", config_hash=config_hash(info),
+                   extra={tg.KIND: tg.KIND_TRAINING}).to_tags()
     params = {**{f"train.{k}": v for k, v in info["config"].items()}, "dataset_root": info["dataset_root"]}
     metrics = {"final_loss": info["final_loss"], "train_seconds": info["train_seconds"],
                "train_cpu_seconds": info["train_cpu_seconds"],
                "n_train_images": info["n_train_images"]}
     tracker = _tracker(store)
-    if not force and _finished_runs(tracker, {"config_hash": tags["config_hash"]}):
+    if not force and _finished_runs(tracker, {tg.CONFIG_HASH: tags[tg.CONFIG_HASH]}):
         return None
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "checkpoint").mkdir()
@@ -70,7 +73,7 @@ def find_logged_checkpoint(model: str, store: str) -> Path | None:
     if where.db is not None and not where.db.is_file():
         return None
     tracker = open_address(where, create=True)
-    runs = _finished_runs(tracker, {"model": model})
+    runs = _finished_runs(tracker, {tg.MODEL: model})
     if not runs:
         return None
     cache = where.cache_dir() / "checkpoint_downloads"

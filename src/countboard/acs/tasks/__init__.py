@@ -5,8 +5,9 @@ generator and classifier (a ``bcc`` cell is one classifier, the ``model``, over 
 """
 
 from countboard.quantify.compared import ComparedTask
+from countboard.tracking import tags as tg
 
 COMPARED = (
-    ComparedTask("bcc", generator_tag="generator", classifier_tag="model"),
-    ComparedTask("text_acs", generator_tag="model", classifier_tag="classifier"),
+    ComparedTask("bcc", generator_tag=tg.GENERATOR, classifier_tag=tg.MODEL),
+    ComparedTask("text_acs", generator_tag=tg.MODEL, classifier_tag=tg.CLASSIFIER),
 )

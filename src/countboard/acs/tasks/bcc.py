@@ -43,6 +43,8 @@ from countboard.quantify.cells import (
 )
 from countboard.quantify.pooling import pooled_report
 from countboard.results import RunContext, Task, TaskResult
+from countboard.tracking import tags as tg
+from countboard.tracking.tags import RunTags
 
 POOLED = "all"
 
@@ -138,8 +140,8 @@ class BCCTask(Task):
             tables={"bcc_cells": cells},
             arrays={"bcc_draws": {"cells": np.array([*groups, POOLED]), "p": np.vstack([fit.draws * shares, pooled_draws])}},
             files={"posterior.nc": path},
-            tags={"generator": str(getattr(dataset, "generator", "")),
-                  "attribute": str(getattr(dataset, "attribute", "")), "bcc_method": fit.method},
+            tags=RunTags(generator=str(getattr(dataset, "generator", "")), extra={
+                tg.ATTRIBUTE: str(getattr(dataset, "attribute", "")), tg.BCC_METHOD: fit.method}).to_tags(),
         )
 
 

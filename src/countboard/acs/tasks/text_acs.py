@@ -48,6 +48,8 @@ from countboard.quantify.cells import NO_HUMAN_POSITIVES, counts_from_labels, cr
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
 from countboard.quantify.multiclass import fit_bcc_multiclass
 from countboard.results import RunContext, Task, TaskResult
+from countboard.tracking import tags as tg
+from countboard.tracking.tags import RunTags
 
 POOLED = "all"
 HUMAN_SALT = 7321  # seeds the labelled subset and the simulated annotators (with the job seed)
@@ -165,7 +167,7 @@ class TextACSTask(Task):
         Returns the per-text frame (columns ``human``, ``annotator_a``, ``annotator_b``) and notes for the log.
         """
         out = pd.DataFrame(index=df.index, columns=["human", "annotator_a", "annotator_b"], dtype=object)
-        notes: dict[str, Any] = {"human_source": self.human.source}
+        notes: dict[str, Any] = {tg.HUMAN_SOURCE: self.human.source}
         judged = np.flatnonzero(_failed(df) == 0)  # a failed output needs no label: it is a known failure
         if self.human.source == "simulated":
             b = self.human.n_labelled
@@ -180,19 +182,19 @@ class TextACSTask(Task):
             out.iloc[chosen, 0] = ann.adjudicate_simulated(votes, truth)
             if votes.shape[0] >= 2:
                 out.iloc[chosen, 1], out.iloc[chosen, 2] = votes[0], votes[1]
-                notes["annotators"] = "simulated_a,simulated_b"
+                notes[tg.ANNOTATORS] = "simulated_a,simulated_b"
         elif self.human.source == "file":
             rows, problems = ann.read_label_file(self.human.path, labels)
             for p in problems:
                 ctx.log.warning("human labels: %s", p)
-            notes["label_file_problems"] = len(problems)
+            notes[tg.LABEL_FILE_PROBLEMS] = len(problems)
             final = ann.adjudicate(rows)["label"]
             out["human"] = df["text_id"].map(final).where(_failed(df) == 0)
             pair = ann.annotator_pair(rows)
             if pair is not None:
                 a, b, both = pair
                 out["annotator_a"], out["annotator_b"] = df["text_id"].map(both[a]), df["text_id"].map(both[b])
-                notes["annotators"] = f"{a},{b}"
+                notes[tg.ANNOTATORS] = f"{a},{b}"
         return out, notes
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: Any, ctx: RunContext) -> TaskResult:
@@ -241,9 +243,8 @@ class TextACSTask(Task):
         tables["per_prompt_type"] = _per_label(df, labels, tables.get("bcc_cells"))
         tables["human_labels"] = df.loc[df["human"].notna(), ["unit_id", "text_id", "requested", "human",
                                                               "annotator_a", "annotator_b"]].astype(str)
-        tags = {"classifier": self.classifier.name, "evaluator": self.classifier.name,
-                "attribute": str(getattr(dataset, "attribute", "")),
-                **{k: str(v) for k, v in notes.items()}}
+        tags = RunTags(classifier=self.classifier.name, evaluator=self.classifier.name, extra={
+            tg.ATTRIBUTE: str(getattr(dataset, "attribute", "")), **{k: str(v) for k, v in notes.items()}}).to_tags()
         return TaskResult(metrics={k: float(v) for k, v in metrics.items()}, tables=tables, arrays=arrays, tags=tags)
 
     def _binary_bcc(self, df: pd.DataFrame, labels: Sequence[str], ctx: RunContext):

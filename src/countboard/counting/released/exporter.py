@@ -19,6 +19,8 @@ import pandas as pd
 
 from countboard.counting.released.layout import PracoResults, write_results
 from countboard.errors import ConfigError
+from countboard.tracking import tags as tg
+from countboard.tracking.tags import RunTags
 
 _META = ("image_id", "class_name", "gt")
 
@@ -36,11 +38,12 @@ def _read_maps(tracker, run_id: str, tmp: Path) -> dict[str, np.ndarray]:
         return {k: npz[k] for k in npz.files}
 
 
-def collect(tracker, run_ids: list[str]) -> tuple[dict[str, pd.DataFrame], dict[str, np.ndarray], dict[str, str]]:
-    """Count tables, density maps and tags of the runs (a later run's table replaces an earlier one's)."""
+def collect(tracker, run_ids: list[str]) -> tuple[dict[str, pd.DataFrame], dict[str, np.ndarray], RunTags]:
+    """Count tables, density maps and the model and split of the runs (a later run's table replaces an earlier
+    one's; runs of two models or splits are refused)."""
     tables: dict[str, pd.DataFrame] = {}
     maps: dict[str, np.ndarray] = {}
-    tags: dict[str, str] = {}
+    seen: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k, run_id in enumerate(run_ids):
             try:
@@ -48,10 +51,10 @@ def collect(tracker, run_ids: list[str]) -> tuple[dict[str, pd.DataFrame], dict[
             except Exception as exc:  # MLflow raises its own error types for an unknown id
                 raise ConfigError(f"run {run_id!r} is not in the store {tracker.uri} ({type(exc).__name__}); "
                                   "give the id of a PrACo run (see `countboard mlflow-ui`)") from exc
-            for key in ("model", "split"):
-                value = run.data.tags.get(key)
-                if value and tags.setdefault(key, value) != value:
-                    raise ConfigError(f"run {run_id} has {key}={value!r} but an earlier run has {tags[key]!r}; "
+            identity = RunTags.from_tags(run.data.tags)
+            for key, value in ((tg.MODEL, identity.model), (tg.SPLIT, identity.split)):
+                if value and seen.setdefault(key, value) != value:
+                    raise ConfigError(f"run {run_id} has {key}={value!r} but an earlier run has {seen[key]!r}; "
                                       "export the runs of one counter on one split together")
             for name in ("negative_counts", "mosaic_upper", "mosaic_lower", "mosaic_pairs"):
                 table = _read_table(tracker, run_id, name, Path(tmp) / str(k))
@@ -61,7 +64,7 @@ def collect(tracker, run_ids: list[str]) -> tuple[dict[str, pd.DataFrame], dict[
     if not tables:
         raise ConfigError(f"runs {', '.join(run_ids)} hold no PrACo count tables (tables/negative_counts.parquet "
                           "or tables/mosaic_upper.parquet); give praco_negative, praco_mosaic or import-praco runs")
-    return tables, maps, tags
+    return tables, maps, RunTags(model=seen.get(tg.MODEL), split=seen.get(tg.SPLIT))
 
 
 def build_results(tables: dict[str, pd.DataFrame], model: str, split: str) -> PracoResults:
@@ -105,10 +108,10 @@ def export_praco(tracker, run_ids: list[str], out_dir: str | Path, model: str | 
                  split: str | None = None, gt_dir: str | Path | None = None) -> Path:
     """Write the runs' results under ``out_dir/<model>/``; returns that folder."""
     tables, maps, tags = collect(tracker, run_ids)
-    model = model or tags.get("model")
+    model = model or tags.model
     if not model:
-        raise ConfigError("the runs have no `model` tag: pass --model NAME")
-    res = build_results(tables, model, split or tags.get("split") or "test")
+        raise ConfigError(f"the runs have no `{tg.MODEL}` tag: pass --model NAME")
+    res = build_results(tables, model, split or tags.split or "test")
     pred = {k: v for k, v in maps.items() if not k.startswith("gt:")}
     gt_maps = {k[3:]: v for k, v in maps.items() if k.startswith("gt:")}
     return write_results(out_dir, res, pred or None, gt_maps or None, gt_dir)

@@ -30,6 +30,8 @@ from countboard.counting.released.layout import (
 )
 from countboard.counting.released.scoring import Scored, ScoreOptions, score_results
 from countboard.errors import ConfigError, DataNotFoundError
+from countboard.tracking import tags as tg
+from countboard.tracking.tags import RunTags
 
 TASK = "praco"
 DATASET = "fsc147"
@@ -44,7 +46,7 @@ class ImportResult:
 
     run_id: str | None
     scored: Scored
-    tags: dict[str, str]
+    tags: RunTags
 
 
 def _digest(model_dir: Path, gt_dir: Path | None, exclude: Path | None, options: dict) -> str:
@@ -116,9 +118,9 @@ def import_praco(model_dir: str | Path, meta_dir: str | Path, tracker=None, *, s
     scored = score_results(results, model_dir, opts)
     options = {"model": model, "split": split, "collage": collage, "official_rounding": official_rounding,
                "keep_maps": keep_maps, "localized": gt_dir is not None, "scoring": SCORING_VERSION}
-    tags = {"model": model, "model_kind": "counter", "task": TASK, "dataset": DATASET, "split": split,
-            "family": FAMILY, "source": "praco_release", "praco.orientation": collage,
-            "config_hash": _digest(model_dir, gt_dir, Path(exclude) if exclude else None, options)}
+    tags = RunTags(model=model, model_kind="counter", task=TASK, dataset=DATASET, split=split, family=FAMILY,
+                   source=tg.SOURCE_PRACO_RELEASE, extra={tg.PRACO_ORIENTATION: collage},
+                   config_hash=_digest(model_dir, gt_dir, Path(exclude) if exclude else None, options))
     if tracker is None:
         return ImportResult(None, scored, tags)
     tracker.check()
@@ -129,7 +131,7 @@ def import_praco(model_dir: str | Path, meta_dir: str | Path, tracker=None, *, s
     with tempfile.TemporaryDirectory() as tmp:
         write_artifacts(scored, split, Path(tmp))
         run_id = tracker.log_complete_run(experiment, f"model={model},dataset={DATASET},split={split},task={TASK}",
-                                          tags, params=params, metrics=scored.metrics, artifacts_dir=tmp,
+                                          tags.to_tags(), params=params, metrics=scored.metrics, artifacts_dir=tmp,
                                           force=force)
     return ImportResult(run_id, scored, tags)
 

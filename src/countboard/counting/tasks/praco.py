@@ -48,6 +48,7 @@ from countboard.metrics.counting import (
 from countboard.metrics.grounding import mosaic_grounding
 from countboard.metrics.praco_official import OFFICIAL_GRIDS, official_mosaic_cells, official_negative_metrics
 from countboard.results import RunContext, Task, TaskResult
+from countboard.tracking import tags as tg
 
 log = logging.getLogger(__name__)
 PAIR_SEP = "::"
@@ -182,7 +183,7 @@ class PracoNegative(Task):
         return TaskResult(metrics=finite_metrics(metrics), tables={"negative_matrix": long, "negative_counts": wide},
                           figures={"negative_matrix": _matrix_figure(counts, gt, classes, pos_idx)},
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
-                          tags={"praco.n_classes": str(len(classes))})
+                          tags={tg.PRACO_N_CLASSES: str(len(classes))})
 
 
 def _matrix_figure(counts: np.ndarray, gt: np.ndarray, classes: list[str], pos_idx: np.ndarray) -> bytes:
@@ -406,7 +407,7 @@ class PracoMosaic(Task):
                                    "unit_id": records["unit_id"].to_numpy().astype(str)}}
         return TaskResult(metrics=finite_metrics(metrics), tables=tables, figures=figures, arrays=arrays,
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
-                          tags={"praco.orientation": self.orientation, "praco.mosaic": self.mosaic})
+                          tags={tg.PRACO_ORIENTATION: self.orientation, tg.PRACO_MOSAIC: self.mosaic})
 
     def _sample_figure(self, mosaic: Mosaic, dmap: np.ndarray, gt: int) -> bytes:
         """The mosaic and its density map (PNG), titled with the counts of both halves."""

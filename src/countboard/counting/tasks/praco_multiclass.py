@@ -18,6 +18,7 @@ from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.metrics.praco_multiclass import multiclass_metrics
 from countboard.results import RunContext, Task, TaskResult
+from countboard.tracking import tags as tg
 
 log = logging.getLogger(__name__)
 
@@ -65,4 +66,4 @@ class PracoMulticlass(Task):
         long["positive"] = long["gt"] > 0
         return TaskResult(metrics=finite_metrics(metrics),
                           tables={"multiclass_counts": wide, "multiclass_gt": truth, "multiclass_matrix": long},
-                          tags={"praco.n_classes": str(len(classes))})
+                          tags={tg.PRACO_N_CLASSES: str(len(classes))})

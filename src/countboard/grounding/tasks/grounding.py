@@ -25,6 +25,7 @@ from countboard.grounding.datasets.public import GroundingSample
 from countboard.items import ImageItem
 from countboard.metrics.grounding import grounding_metrics
 from countboard.results import RunContext, Task, TaskResult
+from countboard.tracking import tags as tg
 
 log = logging.getLogger("countboard")
 MEAN_KEYS = ("iou_soft", "dice_soft", "iou_binary", "dice_binary", "wdp", "wdp_binary", "io_ratio")
@@ -55,10 +56,10 @@ def explainer_tags(model: Any) -> dict[str, str]:
     """
     if hasattr(model, "explainer_method"):
         detail = model.explainer_detail() if hasattr(model, "explainer_detail") else ""
-        return {"explainer_method": str(model.explainer_method), "explainer_detail": str(detail)}
+        return {tg.EXPLAINER_METHOD: str(model.explainer_method), tg.EXPLAINER_DETAIL: str(detail)}
     if hasattr(model, "density"):
-        return {"explainer_method": "density_map", "explainer_detail": f"{type(model).__name__} density"}
-    return {"explainer_method": "unspecified", "explainer_detail": type(model).__name__}
+        return {tg.EXPLAINER_METHOD: "density_map", tg.EXPLAINER_DETAIL: f"{type(model).__name__} density"}
+    return {tg.EXPLAINER_METHOD: "unspecified", tg.EXPLAINER_DETAIL: type(model).__name__}
 
 
 def _record(sample: GroundingSample, heatmap: np.ndarray, tau: float, delta: float, tie_tol: float) -> dict:
@@ -196,6 +197,6 @@ class GroundingTask(Task):
         })
         hist = histogram_table(records, self.hist_bins)
         figures = {"grounding_histograms": histogram_png(hist), **self._examples(model, dataset, records)}
-        tags = {"pg_accuracy_k_of_n": f"{hits} / {n}", "pg_uncertainty_k_of_n": f"{uncertain} / {n}",
+        tags = {tg.PG_ACCURACY_K_OF_N: f"{hits} / {n}", tg.PG_UNCERTAINTY_K_OF_N: f"{uncertain} / {n}",
                 **explainer_tags(model)}
         return TaskResult(metrics=metrics, tables={"grounding_histograms": hist}, figures=figures, tags=tags)

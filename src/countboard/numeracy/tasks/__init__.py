@@ -5,5 +5,6 @@ automatic ``evaluator`` is the classifier).
 """
 
 from countboard.quantify.compared import ComparedTask
+from countboard.tracking import tags as tg
 
-COMPARED = (ComparedTask("geckonum_autoeval", generator_tag="model", classifier_tag="evaluator"),)
+COMPARED = (ComparedTask("geckonum_autoeval", generator_tag=tg.MODEL, classifier_tag=tg.EVALUATOR),)

@@ -36,6 +36,8 @@ from countboard.numeracy.release import read_annotations
 from countboard.numeracy.scoring import score_annotations
 from countboard.numeracy.tasks.geckonum_bcc import bcc_cells, bcc_report
 from countboard.results import RunContext, Task, TaskResult
+from countboard.tracking import tags as tg
+from countboard.tracking.tags import RunTags
 
 __all__ = ["GeckoNumAutoEval", "bcc_cells", "bcc_report", "question_frame", "sample_units", "simulate_answers",
            "simulate_human"]
@@ -323,7 +325,8 @@ class GeckoNumAutoEval(Task):
         if failed.any():  # shown beside the rates: these images count as not satisfied for CC and BCC
             tables["evaluator_failures"] = units.loc[failed, ["unit_id", "prompt_id", "seed", "evaluator_error"]]
         return TaskResult(metrics=metrics, tables=tables, files=files,
-                          tags={"evaluator": self.evaluator_name, "autoeval_unit": self.unit})  # fmt: skip
+                          tags=RunTags(evaluator=self.evaluator_name,
+                                       extra={tg.AUTOEVAL_UNIT: self.unit}).to_tags())
 
     def human_column(self, units: pd.DataFrame, dataset: PromptSet) -> np.ndarray:
         """0/1 human label of each image (row of ``units``: right when every answered question is), NaN where
