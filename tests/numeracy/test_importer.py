@@ -180,6 +180,7 @@ def test_empty_or_broken_zip_is_one_clear_error(geckonum_dir, tmp_path, capsys):
 _CHILD = """
 import argparse, sys, time
 from countboard.commands import import_geckonum as gi
+from countboard.tracking import store as st
 class Slow:
     def __init__(self, tracker): self.t = tracker
     def __getattr__(self, name): return getattr(self.t, name)
@@ -189,8 +190,8 @@ class Slow:
     def hang(self, *a, **k):
         print("logging", flush=True)
         time.sleep(600)
-real = gi.open_store
-gi.open_store = lambda store, **kw: Slow(real(store, **kw))
+real = st.open_store  # the command opens its store through tracking.store when it runs
+st.open_store = lambda store, **kw: Slow(real(store, **kw))
 parser = argparse.ArgumentParser()
 gi.register(parser.add_subparsers())
 args = parser.parse_args(["import-geckonum", *sys.argv[1:]])
