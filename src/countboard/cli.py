@@ -1,7 +1,8 @@
 """``countboard`` command line: one subcommand per module listed in ``_SUBCOMMANDS``.
 
-Each listed module defines ``register(subparsers)``, which adds its parser and sets ``func`` (called with the parsed
-arguments, returning an exit code). Imports are deferred so that ``countboard --help`` stays fast.
+Each listed module defines ``register(subparsers)``, which adds its parser and sets ``func`` to the module's
+``run(args)`` (called with the parsed arguments, returning an exit code). Imports are deferred so that
+``countboard --help`` stays fast.
 """
 
 from __future__ import annotations

@@ -3,9 +3,13 @@ in a fresh interpreter without importing the heavy libraries (they cost seconds 
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import subprocess
 import sys
+
+from countboard.cli import _SUBCOMMANDS
 
 HEAVY = ("torch", "transformers", "duckdb", "pandas", "mlflow", "hydra", "pymc", "streamlit")
 
@@ -55,3 +59,12 @@ def test_sweep_help_imports_only_hydra():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "powered by Hydra" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "['hydra']"  # Hydra prints this help; nothing else is loaded
+
+
+def test_every_subcommand_runs_its_modules_run():
+    for name in _SUBCOMMANDS:
+        module = importlib.import_module(name)
+        sub = argparse.ArgumentParser().add_subparsers()
+        module.register(sub)
+        (parser,) = sub.choices.values()
+        assert parser.get_default("func") is module.run, name

@@ -65,9 +65,9 @@ def test_store_and_index_locations(tmp_path, monkeypatch):
 def test_cli_parses_index_and_leaderboard(tmp_path):
     parser = build_parser()
     args = parser.parse_args(["index", "--store", str(tmp_path), "--full"])
-    assert args.full and args.func.__name__ == "run_index"
+    assert args.full and args.func.__module__ == "countboard.commands.index"
     args = parser.parse_args(["leaderboard", "--db", str(tmp_path / "i.duckdb")])
-    assert args.host == "127.0.0.1" and args.func.__name__ == "run_leaderboard"
+    assert args.host == "127.0.0.1" and args.func.__module__ == "countboard.commands.leaderboard"
     cmd = leaderboard_command(tmp_path / "i.duckdb", args.host, args.port)
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert cmd[-2:] == ["--db", str(tmp_path / "i.duckdb")]

@@ -20,14 +20,14 @@ def _step(title: str) -> float:
     return time.time()
 
 
-def _run(cmd: list[str]) -> None:
+def _call(cmd: list[str]) -> None:
     proc = subprocess.run(cmd)
     if proc.returncode != 0:
         raise CountboardError(f"demo step failed ({proc.returncode}): {' '.join(cmd)}; rerun `make demo` to resume "
                               "(finished cells are skipped)")
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from countboard.cli import main as cli_main
     from countboard.resources import GECKONUM_DIR
     from countboard.tracking.address import DEFAULT_STORE, STORE_ENV, parse
@@ -48,7 +48,7 @@ def run_demo(args: argparse.Namespace) -> int:
     for title, cmd in steps:
         if title:
             _step(title)
-        _run(cmd)
+        _call(cmd)
     _step("import the GeckoNum human study (7 generators, bundled CC-BY 4.0 release)")
     if cli_main(["import-geckonum", str(GECKONUM_DIR / "geckonum_annotations.zip"), "--store", str(store)]):
         raise CountboardError("GeckoNum import failed; see the messages above")
@@ -70,4 +70,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the offline demo end to end (train, sweep, import, index)")
     p.add_argument("--store", default=None, help="store directory (default: $COUNTBOARD_STORE, else ./mlruns)")
     p.add_argument("--jobs", type=int, default=2, help="parallel sweep jobs (joblib launcher)")
-    p.set_defaults(func=run_demo)
+    p.set_defaults(func=run)

@@ -176,7 +176,7 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> li
     return findings
 
 
-def run_doctor(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     findings = diagnose(args.store, args.db.expanduser().resolve() if args.db else None, args.lease_ttl_s)
     if not findings:
         print("store is consistent: nothing to repair")
@@ -202,5 +202,5 @@ def register(subparsers) -> None:
     p.add_argument("--fix", action="store_true", help="repair what was found (default: only list it)")
     p.add_argument("--lease-ttl-s", type=float, default=60.0,
                    help="a lease not heartbeated for this long has expired (the sweeps' lease_ttl_s)")
-    p.set_defaults(func=run_doctor)
+    p.set_defaults(func=run)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from countboard.commands import store_argument
 
 
-def run_command(args) -> int:
+def run(args) -> int:
     from countboard.counting.released.exporter import export_praco
     from countboard.tracking.store import open_store
 
@@ -31,4 +31,4 @@ def register(subparsers) -> None:
     p.add_argument("--split", default=None, help="split in the file names (default: the run's split tag, or test)")
     p.add_argument("--gt-dir", default=None, help="where ground-truth maps go (default: OUT/gt_density_maps)")
     store_argument(p)
-    p.set_defaults(func=run_command)
+    p.set_defaults(func=run)

@@ -32,7 +32,7 @@ def _terminate(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def run_command(args) -> int:
+def run(args) -> int:
     from countboard.numeracy.importer import ImportOptions, import_geckonum
     from countboard.numeracy.release import GENERATORS
     from countboard.tracking.store import open_store
@@ -92,4 +92,4 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--force", action="store_true", help="log again even if an identical import exists")
     p.add_argument("--show-problems", type=int, default=20, help="skipped rows to print (default: 20)")
-    p.set_defaults(func=run_command)
+    p.set_defaults(func=run)

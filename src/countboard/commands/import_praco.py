@@ -14,7 +14,7 @@ from countboard.commands import store_argument
 from countboard.counting.released import HALVES
 
 
-def run_command(args) -> int:
+def run(args) -> int:
     from countboard.counting.released.importer import import_folders
     from countboard.tracking.store import open_store
 
@@ -62,4 +62,4 @@ def register(subparsers) -> None:
     p.add_argument("--final-metrics", default=None, metavar="CSV",
                    help="also write the released final_metrics file, one row per imported model")
     p.add_argument("--show-problems", type=int, default=20, help="left-out cells to print (default: 20)")
-    p.set_defaults(func=run_command)
+    p.set_defaults(func=run)

@@ -39,7 +39,7 @@ def register(subparsers) -> None:
                         "--full: brings in files that other tools logged into runs after they ended)")
     p.add_argument("--history", choices=("stepped", "all"), default="stepped",
                    help="read the full history of stepped metrics only (default) or of every metric")
-    p.set_defaults(func=run_index)
+    p.set_defaults(func=run)
 
 
 def store_paths(args) -> tuple[str, Path]:
@@ -52,7 +52,7 @@ def store_paths(args) -> tuple[str, Path]:
     return uri, (args.db.expanduser().resolve() if args.db else where.index_path())
 
 
-def run_index(args) -> int:
+def run(args) -> int:
     from countboard.index.builder import build_index
 
     uri, db = store_paths(args)

@@ -42,7 +42,7 @@ def register(subparsers) -> None:
                    help=f"base URL of the MLflow UI for run links (default: ${UI_ENV}, else the store itself when it "
                         f"is an http(s) server, else {DEFAULT_UI}; `countboard mlflow-ui` binds to the same address)")
     p.add_argument("--no-index", action="store_true", help="do not update the index before starting")
-    p.set_defaults(func=run_leaderboard)
+    p.set_defaults(func=run)
 
 
 def leaderboard_command(db: Path, host: str, port: int) -> list[str]:
@@ -54,13 +54,13 @@ def leaderboard_command(db: Path, host: str, port: int) -> list[str]:
             "--server.address", host, "--server.port", str(port), *settings, "--", "--db", str(db)]
 
 
-def run_leaderboard(args) -> int:
-    from countboard.commands.index import run_index, store_paths
+def run(args) -> int:
+    from countboard.commands import index
     from countboard.tracking.address import INDEX_DB_ENV, STORE_ENV
 
-    uri, db = store_paths(args)
+    uri, db = index.store_paths(args)
     if not args.no_index:
-        run_index(argparse.Namespace(store=uri, db=db, full=False, update="auto", history="stepped"))
+        index.run(argparse.Namespace(store=uri, db=db, full=False, update="auto", history="stepped"))
     elif not db.exists():
         raise ConfigError(f"no index at {db}; run `countboard index --store {uri} --db {db}` first "
                           "(or drop --no-index)")

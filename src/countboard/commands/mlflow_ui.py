@@ -53,7 +53,7 @@ def serve(cmd: list[str], grace_s: float = 10.0) -> int:
                 forward(signal.SIGKILL, None)
 
 
-def _mlflow_ui(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from countboard.tracking.store import open_store
 
     uri = open_store(args.store, create=False).uri
@@ -69,4 +69,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     host, port = mlflow_ui_host_port()  # the address the leaderboard links to: one setting for both
     p.add_argument("--host", default=host, help=f"bind address (default: {host}, from ${UI_ENV} when set)")
     p.add_argument("--port", type=int, default=port, help=f"port (default: {port}, from ${UI_ENV} when set)")
-    p.set_defaults(func=_mlflow_ui)
+    p.set_defaults(func=run)

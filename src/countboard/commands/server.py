@@ -51,7 +51,7 @@ def server_command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     check_backend(args.backend_store_uri)
     cmd = server_command(args)
     where = f"http://{args.host}:{args.port}"
@@ -90,4 +90,4 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated Host headers the server accepts when bound beyond loopback, e.g. "
                         "'mlflow.lab.internal:5000,10.0.0.5:5000'")
     p.add_argument("--dry-run", action="store_true", help="print the mlflow command instead of running it")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=run)

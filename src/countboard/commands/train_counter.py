@@ -10,7 +10,7 @@ from countboard.commands import store_argument
 from countboard.counting.models.shapecount_recipes import RECIPES, TRAIN_EPOCHS, local_checkpoint_path
 
 
-def _main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from countboard.counting.models.shapecount_train import TrainConfig, train_recipe  # torch
     from countboard.tracking.address import resolve
     from countboard.tracking.trained import log_checkpoint
@@ -47,4 +47,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     store_argument(p, creates=True)
     p.add_argument("--no-mlflow", action="store_true", help="only write the local checkpoint")
     p.add_argument("--force", action="store_true", help="log a new run even if identical settings were logged")
-    p.set_defaults(func=_main)
+    p.set_defaults(func=run)
