@@ -49,11 +49,12 @@ def _is_module(name: str, root: Path) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def imports_of(path: Path, root: Path = SRC.parent) -> set[str]:
-    """``countboard`` modules imported by the file at ``path`` (outside ``TYPE_CHECKING`` blocks); a name imported
-    from a package that is a module of it (``from countboard.tracking import store``) counts as that module."""
+def imports_of(path: Path, root: Path = SRC.parent, annotations: bool = False) -> set[str]:
+    """``countboard`` modules imported by the file at ``path`` (outside ``TYPE_CHECKING`` blocks unless
+    ``annotations``); a name imported from a package that is a module of it (``from countboard.tracking import
+    store``) counts as that module."""
     tree = ast.parse(path.read_text())
-    skip = _type_checking_nodes(tree)
+    skip = set() if annotations else _type_checking_nodes(tree)
     found = set()
     for node in ast.walk(tree):
         if id(node) in skip:
@@ -69,11 +70,11 @@ def imports_of(path: Path, root: Path = SRC.parent) -> set[str]:
     return found
 
 
-def module_graph(src: Path = SRC) -> dict[str, set[str]]:
+def module_graph(src: Path = SRC, annotations: bool = False) -> dict[str, set[str]]:
     graph = {}
     for path in src.rglob("*.py"):
         module = ".".join(("countboard", *path.relative_to(src).with_suffix("").parts))
-        graph[module.removesuffix(".__init__")] = imports_of(path, src.parent)
+        graph[module.removesuffix(".__init__")] = imports_of(path, src.parent, annotations)
     return graph
 
 
@@ -135,6 +136,13 @@ def test_imports_point_down_the_layers():
 
 def test_no_import_cycles():
     assert package_cycles(module_graph()) == []
+
+
+def test_annotations_point_down_too():
+    """Type-only imports do not run, but an annotation naming a type of a higher layer is the same arrow up: the
+    types models and tasks share live in ``items.py``."""
+    graph = module_graph(annotations=True)
+    assert violations(graph) == [] and package_cycles(graph) == []
 
 
 @pytest.mark.parametrize("bad", [

@@ -1,10 +1,18 @@
-"""Items that flow from datasets to models, and the interface of an image dataset."""
+"""Items that flow from datasets to models and from models to tasks, and the interface of an image dataset.
+
+The model interfaces (``countboard.models.base``) are typed against these, so they need nothing of the domains:
+``ImageItem`` (counting), ``ImagePrompt`` / ``GeneratedImage`` (image generators), ``TextPrompt`` /
+``GeneratedText`` (text generators), ``GroundingSample`` (grounding). A domain's own richer prompt (GeckoNum's
+``PromptSpec``) satisfies ``ImagePrompt``.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -92,3 +100,96 @@ class ImageDataset(ABC):
 
     def load_many(self, image_ids: Sequence[str]) -> list[ImageItem]:
         return [self.load(i) for i in image_ids]
+
+
+class ImagePrompt(Protocol):
+    """What an image generator reads of a prompt: its id and its text."""
+
+    @property
+    def prompt_id(self) -> int: ...
+
+    @property
+    def prompt(self) -> str: ...
+
+
+@dataclass
+class GeneratedImage:
+    """One generated image.
+
+    Attributes:
+        prompt: The prompt it was generated from.
+        seed: The generation seed.
+        image: ``(H, W, 3)`` uint8 RGB.
+        drawn_counts: Objects actually drawn per noun, when the generator knows them (procedural); else None.
+        meta: Anything else the generator knows, e.g. ``points`` (object centres per class name, procedural).
+    """
+
+    prompt: ImagePrompt
+    seed: int
+    image: np.ndarray
+    drawn_counts: dict[str, int] | None = None
+    meta: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TextPrompt:
+    """One prompt of a controlled prompt set.
+
+    Attributes:
+        prompt_id: Stable id (the unit id of the ``text_acs`` task).
+        prompt: The text given to the generator.
+        label: The requested attribute value (e.g. ``"positive"``).
+        title: The story title the prompt was built from ("" for free prompts).
+    """
+
+    prompt_id: str
+    prompt: str
+    label: str
+    title: str = ""
+
+
+@dataclass
+class GeneratedText:
+    """One generated text.
+
+    Attributes:
+        prompt: The prompt it answers (with its requested label).
+        text: The generated text, prompt and special tokens removed.
+        true_label: The label the text actually expresses, when the generator knows it (procedural); else None.
+    """
+
+    prompt: TextPrompt
+    text: str
+    true_label: str | None = None
+
+
+@dataclass
+class GroundingSample:
+    """One phrase to ground in one image.
+
+    Attributes:
+        sample_id: Stable id within the dataset.
+        phrase: Text to ground.
+        box: Ground-truth ``(y0, x0, y1, x1)`` in pixels.
+        image_path: File to read the image from (``None`` when ``image`` is given).
+        image: ``(H, W, 3)`` uint8 RGB array, for generated samples.
+        meta: Extra fields (caption, category, setting) kept in the per-sample records.
+    """
+
+    sample_id: str
+    phrase: str
+    box: tuple[float, float, float, float]
+    image_path: Path | None = None
+    image: np.ndarray | None = None
+    meta: dict = field(default_factory=dict)
+
+    def load_image(self) -> np.ndarray:
+        """The image as ``(H, W, 3)`` uint8 RGB."""
+        if self.image is not None:
+            return self.image
+        if self.image_path is None or not Path(self.image_path).is_file():
+            raise FileNotFoundError(f"image of sample {self.sample_id} not found at {self.image_path}")
+        from PIL import Image
+
+        with Image.open(self.image_path) as im:
+            return np.asarray(im.convert("RGB"))

@@ -341,7 +341,7 @@ def test_bcc_cells_are_the_shared_cell_report_at_the_task_level():
 
 def test_annotation_sample_has_one_noun_per_question():
     """Colour prompts ask the bare noun too: the sample's nouns follow the questions, so the page can pair them."""
-    from countboard.models.base import GeneratedImage
+    from countboard.items import GeneratedImage
     from countboard.numeracy.annotation import annotation_items
     from countboard.numeracy.tasks.geckonum import annotation_row
 

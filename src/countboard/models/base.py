@@ -1,7 +1,8 @@
 """Every model interface, in one place: counters, generators, explainers, text generators, text classifiers.
 
 Backends live in the domain packages (``countboard.counting.models``, ``numeracy.models``, ``grounding.models``,
-``acs.models``) and implement one of these classes; tasks call only what is declared here.
+``acs.models``) and implement one of these classes; tasks call only what is declared here. The items they take and
+return are in ``countboard.items``; nothing here knows a domain.
 
 Counters map (image, prompt) pairs to density maps whose sum is the count. A counter that can encode an image once
 and decode many prompts overrides ``encode_images`` and ``decode``; tasks that prompt one image with many classes
@@ -14,23 +15,22 @@ import hashlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from countboard.errors import ConfigError
-from countboard.items import ImageItem
-
-if TYPE_CHECKING:  # item types of the domains, for annotations only (models sit below the domains)
-    from countboard.acs.datasets.text_prompts import TextPrompt
-    from countboard.grounding.datasets.public import GroundingSample
-    from countboard.numeracy.datasets.prompts import PromptSpec
+from countboard.items import (
+    GeneratedImage,
+    GeneratedText,
+    GroundingSample,
+    ImageItem,
+    ImagePrompt,
+    TextPrompt,
+)
 
 log = logging.getLogger("countboard")
-
-#: The labels of the default controlled attribute (sentiment).
-SENTIMENT_LABELS = ("positive", "neutral", "negative")
 
 
 class Counter(ABC):
@@ -103,39 +103,6 @@ def boxes_to_density(boxes: np.ndarray, scores: np.ndarray | None, size: tuple[i
     return out
 
 
-def image_id(prompt_id: int, seed: int, prefix: str = "geckonum") -> str:
-    """GeckoNum-style image id.
-
-    Example:
-        >>> image_id(42, 3)
-        'geckonum_00042_3'
-    """
-    return f"{prefix}_{int(prompt_id):05d}_{int(seed)}"
-
-
-@dataclass
-class GeneratedImage:
-    """One generated image.
-
-    Attributes:
-        prompt: The prompt it was generated from.
-        seed: The generation seed.
-        image: ``(H, W, 3)`` uint8 RGB.
-        drawn_counts: Objects actually drawn per noun, when the generator knows them (procedural); else None.
-        meta: Anything else the generator knows, e.g. ``points`` (object centres per class name, procedural).
-    """
-
-    prompt: PromptSpec
-    seed: int
-    image: np.ndarray
-    drawn_counts: dict[str, int] | None = None
-    meta: dict[str, object] = field(default_factory=dict)
-
-    @property
-    def image_id(self) -> str:
-        return image_id(self.prompt.prompt_id, self.seed)
-
-
 class Generator(ABC):
     """Base class of text-to-image generators."""
 
@@ -148,10 +115,10 @@ class Generator(ABC):
         self.batch_size = int(batch_size)
 
     @abstractmethod
-    def generate_batch(self, prompts: Sequence[PromptSpec], seeds: Sequence[int]) -> list[GeneratedImage]:
+    def generate_batch(self, prompts: Sequence[ImagePrompt], seeds: Sequence[int]) -> list[GeneratedImage]:
         """Images for the pairs ``(prompts[i], seeds[i])``; the same pair always gives the same image."""
 
-    def generate(self, prompts: Sequence[PromptSpec], seeds: Sequence[int]) -> Iterator[GeneratedImage]:
+    def generate(self, prompts: Sequence[ImagePrompt], seeds: Sequence[int]) -> Iterator[GeneratedImage]:
         """Images for every prompt × seed (prompt-major order), ``batch_size`` pairs per call of the backend."""
         pairs = [(p, int(s)) for p in prompts for s in seeds]
         for start in range(0, len(pairs), self.batch_size):
@@ -179,21 +146,6 @@ class GroundingModel(ABC):
     @abstractmethod
     def heatmaps(self, samples: Sequence[GroundingSample]) -> list[np.ndarray]:
         """One ``(H, W)`` float map per sample, at the sample image's resolution."""
-
-
-@dataclass
-class GeneratedText:
-    """One generated text.
-
-    Attributes:
-        prompt: The prompt it answers (with its requested label).
-        text: The generated text, prompt and special tokens removed.
-        true_label: The label the text actually expresses, when the generator knows it (procedural); else None.
-    """
-
-    prompt: TextPrompt
-    text: str
-    true_label: str | None = None
 
 
 def stable_seed(*parts: object) -> int:
@@ -266,10 +218,12 @@ class TextClassifier(ABC):
         batch_size: Texts per backend call.
     """
 
-    def __init__(self, name: str = "", labels: Sequence[str] = SENTIMENT_LABELS,
+    def __init__(self, name: str = "", labels: Sequence[str] = (),
                  label_map: Mapping[str, str] | None = None, batch_size: int = 32):
         self.name = name or type(self).__name__
         self.labels = tuple(str(x).lower() for x in labels)
+        if not self.labels:
+            raise ConfigError(f"classifier {self.name}: give the labels of the attribute it classifies")
         self.label_map = {str(k).lower(): str(v).lower() for k, v in (label_map or {}).items()}
         bad = sorted({v for v in self.label_map.values() if v not in self.labels})
         if bad:

@@ -315,6 +315,16 @@ def _prompt_row_problem(row, task_of: dict[str, int]) -> str | None:
     return None
 
 
+def image_id(prompt_id: int, seed: int, prefix: str = "geckonum") -> str:
+    """GeckoNum-style image id (the inverse of ``split_image_id``).
+
+    Example:
+        >>> image_id(42, 3)
+        'geckonum_00042_3'
+    """
+    return f"{prefix}_{int(prompt_id):05d}_{int(seed)}"
+
+
 def split_image_id(image_id: str) -> tuple[int, int]:
     """``(prompt_id, seed)`` of an image id ``geckonum_{prompt_id}_{seed}``.
 

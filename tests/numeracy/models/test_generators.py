@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from countboard.errors import ConfigError
-from countboard.models.base import image_id
 from countboard.numeracy.datasets.prompts import Entity, PromptSpec, generate_prompts
 from countboard.numeracy.models.diffusers_generator import DiffusersGenerator
 from countboard.numeracy.models.procedural import NumeracyErrors, ProceduralGenerator, drawable_nouns
+from countboard.numeracy.release import image_id
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_diffusers_generator_loads_with_auto_pipeline_and_is_seeded(tiny_sd_dir)
     images = list(gen.generate(specs, seeds=[0, 1]))
     assert type(gen.pipe).__name__ == "StableDiffusionPipeline"
     assert gen.pipe.unet.dtype == torch.float32  # half precision falls back on CPU
-    assert [im.image_id for im in images] == [image_id(p, s) for p in range(3) for s in (0, 1)]
+    assert [image_id(im.prompt.prompt_id, im.seed) for im in images] == [image_id(p, s) for p in range(3) for s in (0, 1)]
     assert all(im.image.shape == (16, 16, 3) and im.image.dtype == np.uint8 for im in images)
     # Each image has its own generator: the same (prompt, seed) gives the same image in another batch.
     alone = gen.generate_batch([specs[1]], [1])[0].image

@@ -17,13 +17,15 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from countboard.errors import ConfigError, DataNotFoundError
-from countboard.models.base import SENTIMENT_LABELS
+from countboard.items import TextPrompt
+
+#: The labels of the default controlled attribute (sentiment).
+SENTIMENT_LABELS = ("positive", "neutral", "negative")
 
 #: The prompt of the BCC study's Sentiment Stories dataset.
 STORY_TEMPLATE = ('Write a very short story with the title: "{title}"\n'
@@ -41,23 +43,6 @@ DEFAULT_TITLES = (
     "A Quiet Morning", "The Soccer Game", "The Kitten", "The Long Flight", "The Paint Job", "The Farmers Market",
     "The Exam Results",
 )
-
-
-@dataclass(frozen=True)
-class TextPrompt:
-    """One prompt of a controlled prompt set.
-
-    Attributes:
-        prompt_id: Stable id (the unit id of the ``text_acs`` task).
-        prompt: The text given to the generator.
-        label: The requested attribute value (e.g. ``"positive"``).
-        title: The story title the prompt was built from ("" for free prompts).
-    """
-
-    prompt_id: str
-    prompt: str
-    label: str
-    title: str = ""
 
 
 def allocate(n: int, ratios: Mapping[str, float]) -> dict[str, int]:

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from countboard.acs.datasets.text_prompts import SENTIMENT_LABELS
 from countboard.errors import ConfigError
-from countboard.models.base import SENTIMENT_LABELS, RawPrediction, TextClassifier
+from countboard.models.base import RawPrediction, TextClassifier
 
 log = logging.getLogger("countboard")
 

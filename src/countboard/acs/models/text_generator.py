@@ -17,7 +17,8 @@ from typing import Any
 
 from countboard.acs.datasets.text_prompts import TextPrompt
 from countboard.errors import ConfigError
-from countboard.models.base import GeneratedText, TextGenerator, stable_seed
+from countboard.items import GeneratedText
+from countboard.models.base import TextGenerator, stable_seed
 
 #: Sampling defaults of ``CausalLMGenerator`` (any ``transformers.GenerationConfig`` key may be set in config).
 DEFAULT_GENERATION = {"max_new_tokens": 120, "do_sample": True, "temperature": 0.7, "top_p": 0.95}

@@ -16,7 +16,8 @@ import numpy as np
 
 from countboard.acs.datasets.text_prompts import SENTIMENT_LABELS, TextPrompt
 from countboard.errors import ConfigError
-from countboard.models.base import GeneratedText, TextGenerator, stable_seed
+from countboard.items import GeneratedText
+from countboard.models.base import TextGenerator, stable_seed
 
 NAMES = ("Anna", "Ben", "Clara", "David", "Emma", "Felix", "Grace", "Hugo", "Iris", "Jonas", "Keith", "Lena")
 #: Sentence banks per sentiment label (``{name}`` is filled in). The last two of each are hard for lexicon

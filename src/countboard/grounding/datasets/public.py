@@ -15,44 +15,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
-from PIL import Image
 
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.grounding.datasets.safe_pickle import load_pickle
-
-
-@dataclass
-class GroundingSample:
-    """One phrase to ground in one image.
-
-    Attributes:
-        sample_id: Stable id within the dataset.
-        phrase: Text to ground.
-        box: Ground-truth ``(y0, x0, y1, x1)`` in pixels.
-        image_path: File to read the image from (``None`` when ``image`` is given).
-        image: ``(H, W, 3)`` uint8 RGB array, for generated samples.
-        meta: Extra fields (caption, category, setting) kept in the per-sample records.
-    """
-
-    sample_id: str
-    phrase: str
-    box: tuple[float, float, float, float]
-    image_path: Path | None = None
-    image: np.ndarray | None = None
-    meta: dict = field(default_factory=dict)
-
-    def load_image(self) -> np.ndarray:
-        """The image as ``(H, W, 3)`` uint8 RGB."""
-        if self.image is not None:
-            return self.image
-        if self.image_path is None or not Path(self.image_path).is_file():
-            raise FileNotFoundError(f"image of sample {self.sample_id} not found at {self.image_path}")
-        with Image.open(self.image_path) as im:
-            return np.asarray(im.convert("RGB"))
+from countboard.items import GroundingSample
 
 
 class GroundingDataset:

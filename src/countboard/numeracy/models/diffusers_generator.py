@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from countboard.errors import ConfigError
-from countboard.models.base import GeneratedImage, Generator
+from countboard.items import GeneratedImage
+from countboard.models.base import Generator
 from countboard.numeracy.datasets.prompts import PromptSpec
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,8 @@ import numpy as np
 
 from countboard.counting.datasets.synthetic_shapes import SHAPE_CLASSES, SceneStyle, render_scene
 from countboard.errors import ConfigError
-from countboard.models.base import GeneratedImage, Generator
+from countboard.items import GeneratedImage
+from countboard.models.base import Generator
 from countboard.numeracy.datasets.prompts import PromptSpec, plural
 
 

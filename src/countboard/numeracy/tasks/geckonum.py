@@ -29,10 +29,10 @@ from PIL import Image
 
 from countboard.config import instantiate_node
 from countboard.errors import ConfigError
-from countboard.items import ImageItem
-from countboard.models.base import GeneratedImage, Generator, image_id
+from countboard.items import GeneratedImage, ImageItem
+from countboard.models.base import Generator
 from countboard.numeracy.datasets.prompts import PromptSet, PromptSpec
-from countboard.numeracy.release import read_annotations
+from countboard.numeracy.release import image_id, read_annotations
 from countboard.numeracy.scoring import score_annotations
 from countboard.numeracy.tasks.geckonum_bcc import bcc_cells, bcc_report
 from countboard.results import RunContext, Task, TaskResult
@@ -234,7 +234,7 @@ class GeckoNumAutoEval(Task):
         if self.image_dir is None:
             return
         self.image_dir.mkdir(parents=True, exist_ok=True)
-        path = self.image_dir / f"{im.image_id}.png"
+        path = self.image_dir / f"{image_id(im.prompt.prompt_id, im.seed)}.png"
         Image.fromarray(im.image).save(path)
         points = {k: np.asarray(v).tolist() for k, v in im.meta.get("points", {}).items()}
         path.with_suffix(".json").write_text(json.dumps({"drawn": im.drawn_counts, "points": points}))
@@ -257,7 +257,7 @@ class GeckoNumAutoEval(Task):
             chunk = todo[start : start + model.batch_size]
             for im in model.generate_batch([p for p, _ in chunk], [s for _, s in chunk]):
                 self._store(im)
-                out[im.image_id] = im
+                out[image_id(im.prompt.prompt_id, im.seed)] = im
         return out
 
     def run_units(
