@@ -12,14 +12,30 @@ Counters: ``clipseg`` (randomly initialised at the size of CIDAS/clipseg-rd64-re
 optionally ``owlv2`` (ViT-B/16 at ``--owl-image-size`` px). Random models are saved to a temporary folder and
 loaded back with ``from_pretrained``, the code path of the real checkpoints. The counts of both modes are compared.
 
-    python benchmarks/praco_throughput.py --images 6 --classes 10
+Where the time goes, for the cached mode on the same pairs:
+
+- ``forward``: the model alone (its modules on the same inputs, no pre- or post-processing): the bound;
+- ``ratio``: cached pairs/s over the forward rate (1.0 = nothing but the model);
+- ``host``: the cached mode again with a *null model* — every model module replays its first output for inputs of
+  the same shapes, so the post-processing sees real outputs but no model time is spent — per pair: what the
+  pipeline costs around the model (preprocessing, embedding lookups, post-processing, Python);
+- GPU busy % sampled with NVML while the cached mode runs ("n/a" without a GPU or ``pynvml``), and peak memory
+  (CUDA: ``max_memory_allocated``; CPU: the process's peak RSS).
+
+Everything runs under ``countboard.models.precision.numerics(--device, --precision)``, as a sweep job does.
+
+    python benchmarks/praco_throughput.py --images 6 --classes 10 --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import resource
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +44,7 @@ import torch
 from countboard.counting.datasets.synthetic_shapes import SyntheticShapes
 from countboard.models.base import Counter
 from countboard.models.hf_loading import byte_level_clip_tokenizer
+from countboard.models.precision import numerics
 
 
 def _text_config(tok) -> dict:
@@ -35,7 +52,7 @@ def _text_config(tok) -> dict:
                 pad_token_id=tok.pad_token_id)
 
 
-def build_clipseg(tmp: Path) -> Counter:
+def build_clipseg(tmp: Path, device: str = "cpu") -> Counter:
     from transformers import CLIPSegConfig, CLIPSegForImageSegmentation, CLIPSegProcessor, ViTImageProcessor
 
     from countboard.counting.models.clipseg import ClipSegCounter
@@ -47,10 +64,10 @@ def build_clipseg(tmp: Path) -> Counter:
     processor = CLIPSegProcessor(image_processor=ViTImageProcessor(size={"height": 352, "width": 352}),
                                  tokenizer=tok)
     processor.save_pretrained(tmp / "clipseg")
-    return ClipSegCounter(model_id=str(tmp / "clipseg"))
+    return ClipSegCounter(model_id=str(tmp / "clipseg"), device=device)
 
 
-def build_owlv2(tmp: Path, image_size: int) -> Counter:
+def build_owlv2(tmp: Path, image_size: int, device: str = "cpu") -> Counter:
     from transformers import Owlv2Config, Owlv2ForObjectDetection, Owlv2ImageProcessor, Owlv2Processor
 
     from countboard.counting.models.owlv2 import Owlv2Counter
@@ -61,10 +78,28 @@ def build_owlv2(tmp: Path, image_size: int) -> Counter:
     Owlv2ForObjectDetection(config).save_pretrained(tmp / "owlv2")
     Owlv2Processor(image_processor=Owlv2ImageProcessor(size={"height": image_size, "width": image_size}),
                    tokenizer=tok).save_pretrained(tmp / "owlv2")
-    return Owlv2Counter(model_id=str(tmp / "owlv2"))
+    return Owlv2Counter(model_id=str(tmp / "owlv2"), device=device)
 
 
-def build_shapecount(tmp: Path, data_dir: Path, classes: list[str]) -> tuple[Counter, str]:
+def build_tiny(name: str, tmp: Path, device: str) -> Counter:
+    """The tests' tiny random OWLv2 / CLIPSeg (64 px inputs, one or two layers per tower)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.fixtures.tiny_models import build_tiny_clipseg, build_tiny_owlv2
+
+    (tmp / f"tiny_{name}").mkdir()
+    if name == "owlv2":
+        from countboard.counting.models.owlv2 import Owlv2Counter
+
+        return Owlv2Counter(model_id=str(build_tiny_owlv2(tmp / "tiny_owlv2")), score_threshold=0.5, device=device)
+    from countboard.counting.models.clipseg import ClipSegCounter
+
+    return ClipSegCounter(model_id=str(build_tiny_clipseg(tmp / "tiny_clipseg")), mask_threshold=0.5,
+                          min_region_frac=0.002, device=device)
+
+
+def build_shapecount(tmp: Path, data_dir: Path, classes: list[str], device: str = "cpu") -> tuple[Counter, str]:
     from countboard.counting.models.shapecount import (
         ShapeCountArch,
         ShapeCountCounter,
@@ -75,12 +110,12 @@ def build_shapecount(tmp: Path, data_dir: Path, classes: list[str]) -> tuple[Cou
 
     trained = local_checkpoint_path(data_dir, "aware")
     if trained.is_file():
-        return ShapeCountCounter(checkpoint=str(trained)), f"trained ({trained})"
+        return ShapeCountCounter(checkpoint=str(trained), device=device), f"trained ({trained})"
     rng = np.random.default_rng(0)
     table = {c: (v / np.linalg.norm(v)).astype(np.float32) for c, v in zip(classes, rng.normal(size=(len(classes), 384)),
                                                                           strict=True)}
     path = save_checkpoint(tmp / "shapecount.pt", ShapeCountNet(ShapeCountArch()).eval(), "aware", table, {})
-    return ShapeCountCounter(checkpoint=str(path)), "random weights"
+    return ShapeCountCounter(checkpoint=str(path), device=device), "random weights"
 
 
 def run_cached(counter: Counter, items, classes, batch_size: int) -> np.ndarray:
@@ -104,19 +139,176 @@ def _clear_text_cache(counter: Counter) -> None:
         cache.clear()
 
 
-def measure(name: str, counter: Counter, items, classes, batch_size: int) -> dict:
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def forward_only(name: str, counter: Counter, items, classes, batch_size: int) -> Callable[[], None]:
+    """The model's own modules on the inputs the cached mode gives them (prepared here, outside the timing)."""
+    if name == "owlv2":
+        pixels = counter.processor.image_processor(images=[it.image for it in items], return_tensors="pt")
+        pixels = pixels["pixel_values"].to(counter.device)
+        queries = counter._text(classes)
+
+        def run() -> None:
+            for start in range(0, len(items), batch_size):
+                fmap, _ = counter.model.image_embedder(pixel_values=pixels[start:start + batch_size])
+                b, gh, gw, d = fmap.shape
+                feats = fmap.reshape(b, gh * gw, d)
+                counter.model.box_predictor(feats, fmap)
+                for f in feats:
+                    counter.model.class_predictor(f[None], queries[None])
+        return run
+    if name == "clipseg":
+        pixels = counter.processor.image_processor(images=[it.image for it in items], return_tensors="pt")
+        pixels = pixels["pixel_values"].to(counter.device)
+        cond = counter._text(classes)
+
+        def run() -> None:
+            for start in range(0, len(items), batch_size):
+                out = counter.model.clip.get_image_features(pixel_values=pixels[start:start + batch_size],
+                                                            interpolate_pos_encoding=True, output_hidden_states=True)
+                layers = [out.hidden_states[i + 1] for i in counter.model.extract_layers]
+                for b in range(len(layers[0])):
+                    counter.model.decoder([a[b:b + 1].expand(len(cond), -1, -1) for a in layers], cond)
+        return run
+    if name == "shapecount":
+        from countboard.counting.models.shapecount import images_to_tensor
+
+        images = images_to_tensor(items).to(counter.device)
+        text = counter._text(classes)
+
+        def run() -> None:
+            for start in range(0, len(items), batch_size):
+                feats = counter.net.encode(images[start:start + batch_size])
+                for f in feats:
+                    counter.net.decode(f[None].expand(len(classes), -1, -1, -1), text)
+        return run
+    raise ValueError(name)
+
+
+#: The model entry points each counter calls; the null model replaces them with replays of their first output.
+MODEL_CALLS = {"owlv2": [("model", "image_embedder"), ("model", "box_predictor"), ("model", "class_predictor")],
+               "clipseg": [("model.clip", "get_image_features"), ("model", "decoder")],
+               "shapecount": [("net", "encode"), ("net", "decode")]}
+
+
+def _shape_key(x):
+    if isinstance(x, torch.Tensor):
+        return ("T", tuple(x.shape), str(x.dtype))
+    if isinstance(x, (list, tuple)):
+        return tuple(_shape_key(v) for v in x)
+    if isinstance(x, dict):
+        return tuple(sorted((k, _shape_key(v)) for k, v in x.items()))
+    return repr(x)
+
+
+@contextlib.contextmanager
+def null_model(name: str, counter: Counter):
+    """Every model call of ``counter`` returns the output it gave the first time for inputs of the same shapes."""
+    patched = []
+    for owner_path, attr in MODEL_CALLS[name]:
+        owner = counter
+        for part in owner_path.split("."):
+            owner = getattr(owner, part)
+        real, cache = getattr(owner, attr), {}
+
+        def replay(*args, _real=real, _cache=cache, **kwargs):
+            key = _shape_key((args, kwargs))
+            if key not in _cache:
+                _cache[key] = _real(*args, **kwargs)
+            return _cache[key]
+        object.__setattr__(owner, attr, replay)
+        patched.append((owner, attr))
+    try:
+        yield
+    finally:
+        for owner, attr in patched:
+            del owner.__dict__[attr]
+
+
+class GpuBusy:
+    """Mean NVML utilisation of the GPU while the block runs (None without a GPU or pynvml)."""
+
+    def __init__(self, device: str):
+        self.samples: list[int] = []
+        self.handle = None
+        if device.startswith("cuda"):
+            try:
+                import os
+
+                import pynvml
+
+                pynvml.nvmlInit()
+                visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+                self.handle = pynvml.nvmlDeviceGetHandleByIndex(int(visible) if visible.isdigit() else 0)
+                self.nvml = pynvml
+            except Exception:  # no pynvml, no driver: reported as n/a
+                self.handle = None
+        self._stop = threading.Event()
+
+    def __enter__(self):
+        if self.handle is not None:
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.05):
+            self.samples.append(self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self.handle is not None:
+            self._thread.join()
+
+    @property
+    def percent(self) -> str:
+        return f"{np.mean(self.samples):.0f}%" if self.samples else "n/a"
+
+
+def peak_memory(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"{torch.cuda.max_memory_allocated() / 2**20:.0f} MiB (CUDA)"
+    return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (process RSS)"
+
+
+def measure(name: str, counter: Counter, items, classes, batch_size: int, device: str) -> dict:
     run_cached(counter, items[:1], classes[:2], batch_size)  # warm-up (lazy inits, allocator)
     _clear_text_cache(counter)
-    t0 = time.perf_counter()
-    cached = run_cached(counter, items, classes, batch_size)
-    t1 = time.perf_counter()
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    _sync(device)
+    with GpuBusy(device) as busy:
+        t0 = time.perf_counter()
+        cached = run_cached(counter, items, classes, batch_size)
+        _sync(device)
+        t1 = time.perf_counter()
     _clear_text_cache(counter)
     per_pair = run_per_pair(counter, items, classes)
+    _sync(device)
     t2 = time.perf_counter()
+    forward = forward_only(name, counter, items, classes, batch_size)
+    forward()  # warm-up on these shapes
+    _sync(device)
+    t3 = time.perf_counter()
+    forward()
+    _sync(device)
+    t4 = time.perf_counter()
+    with null_model(name, counter):
+        run_cached(counter, items, classes, batch_size)  # records each call's output once
+        _sync(device)
+        t5 = time.perf_counter()
+        run_cached(counter, items, classes, batch_size)
+        _sync(device)
+        t6 = time.perf_counter()
     pairs = len(items) * len(classes)
     return {"counter": name, "pairs": pairs, "cached_s": t1 - t0, "per_pair_s": t2 - t1,
             "cached_pairs_per_s": pairs / (t1 - t0), "per_pair_pairs_per_s": pairs / (t2 - t1),
-            "speedup": (t2 - t1) / (t1 - t0), "max_count_diff": float(np.abs(cached - per_pair).max())}
+            "speedup": (t2 - t1) / (t1 - t0), "max_count_diff": float(np.abs(cached - per_pair).max()),
+            "forward_pairs_per_s": pairs / (t4 - t3), "ratio": (t4 - t3) / (t1 - t0),
+            "host_ms_per_pair": 1e3 * (t6 - t5) / pairs, "gpu_busy": busy.percent, "peak": peak_memory(device)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data-dir", default="data")
     parser.add_argument("--quick", action="store_true", help="2 images x 5 classes, CLIPSeg only")
+    parser.add_argument("--size", choices=("full", "tiny"), default="full",
+                        help="full: random models at the real architectures' size; tiny: the tests' tiny random "
+                             "OWLv2 and CLIPSeg (tests/fixtures/tiny_models.py)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--precision", default="fp32", help="fp32, tf32, bf16 or fp16 (as the sweep key)")
     args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("--device cuda but torch sees no CUDA device")
     if args.quick:
         args.images, args.classes, args.counters = 2, 5, "clipseg"
     torch.manual_seed(0)
@@ -143,20 +342,26 @@ def main(argv: list[str] | None = None) -> int:
               f"torch threads {torch.get_num_threads()}")
         rows = []
         for name in args.counters.split(","):
-            if name == "clipseg":
-                counter, note = build_clipseg(tmp), "random weights, clipseg-rd64-refined size"
+            if name in ("clipseg", "owlv2") and args.size == "tiny":
+                counter, note = build_tiny(name, tmp, args.device), "tiny random model of the tests"
+            elif name == "clipseg":
+                counter, note = build_clipseg(tmp, args.device), "random weights, clipseg-rd64-refined size"
             elif name == "owlv2":
-                counter, note = build_owlv2(tmp, args.owl_image_size), f"random weights, B/16 @ {args.owl_image_size}"
+                counter = build_owlv2(tmp, args.owl_image_size, args.device)
+                note = f"random weights, B/16 @ {args.owl_image_size}"
             elif name == "shapecount":
-                counter, note = build_shapecount(tmp, Path(args.data_dir), classes)
+                counter, note = build_shapecount(tmp, Path(args.data_dir), classes, args.device)
             else:
                 parser.error(f"unknown counter {name!r}")
-            with torch.inference_mode():
-                row = measure(name, counter, items, classes, args.batch_size)
+            with torch.inference_mode(), numerics(args.device, args.precision):
+                row = measure(name, counter, items, classes, args.batch_size, args.device)
             rows.append(row)
-            print(f"{name:<11} ({note}): cached {row['cached_pairs_per_s']:8.2f} pairs/s | per-pair "
-                  f"{row['per_pair_pairs_per_s']:8.2f} pairs/s | speedup {row['speedup']:5.1f}x | "
-                  f"max |count diff| {row['max_count_diff']:.2e}", flush=True)
+            print(f"{name:<11} ({note}; {args.device}, {args.precision}): cached {row['cached_pairs_per_s']:8.2f} "
+                  f"pairs/s | per-pair {row['per_pair_pairs_per_s']:8.2f} pairs/s | speedup {row['speedup']:5.1f}x | "
+                  f"max |count diff| {row['max_count_diff']:.2e}\n{'':<11} model-only forward "
+                  f"{row['forward_pairs_per_s']:8.2f} pairs/s | cached/forward {row['ratio']:.2f} | host (null "
+                  f"model) {row['host_ms_per_pair']:.3f} ms/pair | GPU busy {row['gpu_busy']} | peak {row['peak']}",
+                  flush=True)
             del counter
     return 0
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 from scipy import ndimage
 
-from countboard.counting.models.clipseg import ClipSegCounter, regions_to_density
+from countboard.counting.models.clipseg import ClipSegCounter, regions_to_density, regions_to_density_batch
 
 PROMPTS = ["red circle", "blue square", "apples"]
 
@@ -54,6 +54,19 @@ def test_regions_match_flood_fill(seed):
     prob = ndimage.gaussian_filter(rng.uniform(size=(30, 40)), 1.5)
     prob = (prob - prob.min()) / (prob.max() - prob.min())
     np.testing.assert_allclose(regions_to_density(prob, 0.55, 3), _regions_loop(prob, 0.55, 3), atol=1e-6)
+
+
+def test_a_stack_of_maps_is_calibrated_map_by_map():
+    """Regions never join across maps: a blob at the same place in two maps is one region in each."""
+    rng = np.random.default_rng(7)
+    probs = ndimage.gaussian_filter(rng.uniform(size=(5, 30, 40)), (0, 1.5, 1.5)).astype(np.float32)
+    probs = (probs - probs.min()) / (probs.max() - probs.min())
+    probs[3] = probs[2]  # identical neighbouring maps
+    batch = regions_to_density_batch(probs, 0.55, 3)
+    for q in range(len(probs)):
+        np.testing.assert_allclose(batch[q], _regions_loop(probs[q], 0.55, 3), atol=1e-6)
+    np.testing.assert_array_equal(batch[2], batch[3])
+    assert batch.sum() > 0
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,9 @@ from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
 
-_EIGHT_CONNECTED = np.ones((3, 3), dtype=bool)
+#: 8-connected within each map of a (C, H, W) stack, nothing across maps.
+_IN_PLANE = np.zeros((3, 3, 3), dtype=bool)
+_IN_PLANE[1] = True
 
 
 @dataclass
@@ -53,20 +55,33 @@ def regions_to_density(prob: np.ndarray, threshold: float, min_region: int) -> n
         >>> float(d.sum()), round(float(d[0, 0]), 2)
         (2.0, 0.6)
     """
-    mask = prob >= threshold
-    labels, n = ndimage.label(mask, structure=_EIGHT_CONNECTED)
-    out = np.zeros(prob.shape, dtype=np.float32)
+    return regions_to_density_batch(np.asarray(prob)[None], threshold, min_region)[0]
+
+
+def regions_to_density_batch(probs: np.ndarray, threshold: float, min_region: int) -> np.ndarray:
+    """:func:`regions_to_density` of every map of a ``(C, H, W)`` stack at once (one labelling, one sum per region).
+
+    Regions connect pixels of one map only (8-connected in the plane, never across maps), so each map's result is
+    the one it gets alone.
+
+    Example:
+        >>> p = np.zeros((2, 3, 3)); p[0, 0, 0] = p[1, 1, 1] = p[1, 2, 2] = 0.9
+        >>> regions_to_density_batch(p, 0.5, 1).sum(axis=(1, 2)).tolist()
+        [1.0, 1.0]
+    """
+    mask = probs >= threshold
+    labels, n = ndimage.label(mask, structure=_IN_PLANE)
+    out = np.zeros(probs.shape, dtype=np.float32)
     if n == 0:
         return out
-    index = np.arange(1, n + 1)
-    areas = np.asarray(ndimage.sum_labels(mask, labels, index))
-    masses = np.asarray(ndimage.sum_labels(prob, labels, index))
-    keep = np.zeros(n + 1, dtype=bool)
-    keep[1:] = (areas >= max(min_region, 1)) & (masses > 0)
-    denom = np.ones(n + 1)
-    denom[1:] = np.where(masses > 0, masses, 1.0)
+    flat = labels.ravel()
+    areas = np.bincount(flat, minlength=n + 1)
+    masses = np.bincount(flat, weights=probs.ravel(), minlength=n + 1)
+    keep = (areas >= max(min_region, 1)) & (masses > 0)
+    keep[0] = False
+    denom = np.where(masses > 0, masses, 1.0)
     sel = keep[labels]
-    out[sel] = (prob[sel] / denom[labels[sel]]).astype(np.float32)
+    out[sel] = (probs[sel] / denom[labels[sel]]).astype(np.float32)
     return out
 
 
@@ -138,15 +153,16 @@ class ClipSegCounter(Counter):
 
     @torch.inference_mode()
     def decode(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
-        """Decoder once per image over all of its prompts, then the region calibration per pair."""
+        """Decoder once per image over all of its prompts, then the region calibration of all those maps at once."""
         check_one_prompt_each(features, prompts, "image features", "pair")
         out: list[np.ndarray | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             probs = self.probabilities(feat, [prompts[i] for i in idx])
             h, w = feat.size
             min_region = int(np.ceil(self.min_region_frac * h * w))
+            dens = regions_to_density_batch(probs, self.mask_threshold, min_region)
             for q, i in enumerate(idx):
-                out[i] = regions_to_density(probs[q], self.mask_threshold, min_region)
+                out[i] = dens[q]
         return out
 
     @torch.inference_mode()
