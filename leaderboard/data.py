@@ -340,16 +340,3 @@ def first_with(run_ids: list[str], path: str) -> str | None:
     """The first of ``run_ids`` that has the artifact ``path`` (an entry's runs, most recent first)."""
     have = set(artifacts(list(run_ids), path).query("path == @path").run_id) if run_ids else set()
     return next((r for r in run_ids if r in have), None)
-
-
-def read_tables(run_ids: list[str], path: str, label: dict[str, str] | None = None) -> pd.DataFrame:
-    """The Parquet artifact ``path`` of several runs stacked, with ``run_id`` (and ``label``) columns added."""
-    frames = []
-    for rid in run_ids:
-        df = read_table(rid, path)
-        if df is not None and not df.empty:
-            df = df.assign(run_id=rid)
-            if label is not None:
-                df = df.assign(label=label.get(rid, rid))
-            frames.append(df)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

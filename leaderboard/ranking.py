@@ -9,11 +9,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from countboard.quantify.beta import beta_from_moments
+from countboard.quantify.beta import beta_from_interval, beta_from_moments
 from countboard.quantify.compare import pairwise_prob_greater
-
-# A Beta needs a variance below m(1 - m); intervals wider than that are narrowed to just under it.
-_MAX_VAR_SHARE = 0.999
 
 
 def competition_ranks(values, higher_is_better: bool) -> np.ndarray:
@@ -69,23 +66,6 @@ def rank_label(best: float, worst: float) -> str:
     if np.isnan(best):
         return "—"
     return f"{int(best)}" if best == worst else f"{int(best)}–{int(worst)}"
-
-
-def beta_from_interval(mean: float, low: float, high: float, level: float) -> tuple[float, float]:
-    """Beta(a, b) with the entry's mean and the variance of a normal whose central ``level`` interval is
-    ``[low, high]`` (a rate in (0, 1)).
-
-    Example:
-        >>> a, b = beta_from_interval(0.5, 0.4, 0.6, 0.9)
-        >>> round(a / (a + b), 3), round(a, 1)
-        (0.5, 33.3)
-    """
-    if not (0.0 < mean < 1.0) or not (high > low):
-        raise ValueError(f"a Beta needs a rate in (0, 1) and a proper interval, got {mean} [{low}, {high}]")
-    z = float(stats.norm.ppf(0.5 + level / 2))
-    var = min(((high - low) / (2 * z)) ** 2, _MAX_VAR_SHARE * mean * (1 - mean))
-    k = mean * (1 - mean) / var - 1.0
-    return mean * k, (1 - mean) * k
 
 
 def prob_greater_intervals(names, mean, low, high, level: float) -> np.ndarray:

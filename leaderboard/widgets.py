@@ -49,19 +49,6 @@ def index_unusable() -> bool:
     return bool(problem)
 
 
-def family_header(family: str) -> list[MetricInfo] | None:
-    """Title, description and the family's metrics; the empty state and None when it has no runs yet."""
-    st.title(data.family_title(family))
-    fam = data.family(family)
-    if fam and fam.description:
-        st.caption(fam.description)
-    metrics = data.view_metrics(family)
-    if not metrics or data.choices(family).empty:
-        empty_state(family)
-        return None
-    return metrics
-
-
 def empty_state(family: str) -> None:
     """Explain how to fill the page: which sweep to launch and how to index it."""
     if index_unusable():
@@ -73,11 +60,6 @@ def empty_state(family: str) -> None:
                               kinds=kinds))
     if not data.index_exists():
         st.caption("There is no index file yet: `countboard index` creates it from the MLflow store.")
-
-
-def number_format(fmt: str) -> str:
-    """Streamlit's printf format for a schema ``fmt`` (``.3f`` → ``%.3f``, ``d`` → ``%d``)."""
-    return f"%{fmt}" if fmt else "%.3f"
 
 
 def filters(family: str, key_prefix: str) -> data.Filters:

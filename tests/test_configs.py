@@ -6,8 +6,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from countboard.cell import config_hash
 from countboard.config import check_node, register_configs
-from countboard.engine import config_hash
 from countboard.paths import conf_dir
 
 GROUPS = ("model", "dataset", "task", "tracking", "experiment")

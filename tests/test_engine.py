@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from countboard.engine import config_hash, flatten
+from countboard.cell import config_hash, flatten
 from tests.conftest import FIXTURES, run_sweep, store_runs, sweep_env
 
 TOY = ["--config-dir", str(FIXTURES / "conf"), "--config-name", "toy_config"]

@@ -21,7 +21,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from countboard.cell import Cell, config_hash, flatten, resolve_device  # noqa: F401 (public names)
+from countboard.cell import Cell, resolve_device
 from countboard.config import SUBSET_NODE_KEYS, instantiate_node, validate
 from countboard.errors import CountboardError
 from countboard.models.precision import numerics

@@ -1,4 +1,4 @@
-"""Human labels of texts: simulation, label files, adjudication and the annotation page's queue."""
+"""Human labels of texts: simulation, label files and adjudication."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ import pytest
 
 from countboard.acs import annotation as text_annotations
 from countboard.acs.annotation import (
+    LABEL_COLUMNS,
     adjudicate,
     adjudicate_simulated,
-    annotation_queue,
     annotator_pair,
-    append_label,
     read_label_file,
     simulate_annotations,
     text_id,
@@ -42,15 +41,19 @@ def test_simulated_error_rate_and_adjudication():
         simulate_annotations(truth, LABELS, 1.5, 1, rng)
 
 
-def test_append_read_and_adjudicate_a_label_file(tmp_path):
+def write_label_file(path, rows) -> None:
+    """A label file as the Annotate page exports it: one row per (text, annotator, label)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame([{"text_id": text_id(t), "annotator": a, "label": lab, "text": t} for t, a, lab in rows],
+                 columns=LABEL_COLUMNS).to_csv(path, index=False)
+
+
+def test_read_and_adjudicate_a_label_file(tmp_path):
     path = tmp_path / "labels" / "stories.csv"
-    append_label(path, "Sunny day.", "Positive", "ann1", LABELS)
-    append_label(path, "Sunny day.", "positive", "ann2", LABELS)
-    append_label(path, "The bus left.", "neutral", "ann1", LABELS)
-    append_label(path, "The bus left.", "negative", "ann2", LABELS)
-    append_label(path, "The bus left.", "neutral", "final", LABELS)
-    append_label(path, "Rain, again.", "negative", "ann1", LABELS)
-    append_label(path, "Rain, again.", "neutral", "ann2", LABELS)
+    write_label_file(path, [("Sunny day.", "ann1", "positive"), ("Sunny day.", "ann2", "positive"),
+                            ("The bus left.", "ann1", "neutral"), ("The bus left.", "ann2", "negative"),
+                            ("The bus left.", "final", "neutral"), ("Rain, again.", "ann1", "negative"),
+                            ("Rain, again.", "ann2", "neutral")])
     with path.open("a") as fh:
         fh.write("abc,ann1,furious,x\n,ann1,positive,y\n")
     rows, problems = read_label_file(path, LABELS)
@@ -62,12 +65,6 @@ def test_append_read_and_adjudicate_a_label_file(tmp_path):
     assert pd.isna(final.loc[text_id("Rain, again."), "label"])  # a tie stays unlabelled
     a, b, both = annotator_pair(rows)
     assert (a, b) == ("ann1", "ann2") and len(both) == 3
-    with pytest.raises(ConfigError, match="not one of"):
-        append_label(path, "x", "happy", "ann1", LABELS)
-    with pytest.raises(ConfigError, match="annotator"):
-        append_label(path, "x", "positive", " ", LABELS)
-    with pytest.raises(ConfigError, match="empty text"):
-        append_label(path, "  ", "positive", "ann1", LABELS)
 
 
 def test_label_file_errors(tmp_path):
@@ -77,18 +74,3 @@ def test_label_file_errors(tmp_path):
     bad.write_text("id,label\n1,positive\n")
     with pytest.raises(ConfigError, match="text_id"):
         read_label_file(bad, LABELS)
-
-
-def test_annotation_queue_is_a_seeded_random_order_without_done_texts():
-    samples = pd.DataFrame({"unit_id": [f"s{i}" for i in range(10)], "text": [f"Story {i}." for i in range(9)] + [""],
-                            "requested": ["positive"] * 10, "prompt": ["p"] * 10})
-    queue = annotation_queue(samples, seed=3)
-    assert len(queue) == 9 and list(queue.columns) == ["text_id", "unit_id", "prompt", "requested", "text"]
-    assert list(annotation_queue(samples, seed=3)["unit_id"]) == list(queue["unit_id"])
-    assert list(annotation_queue(samples, seed=4)["unit_id"]) != list(queue["unit_id"])
-    done = pd.DataFrame({"text_id": [queue["text_id"][0]], "annotator": ["ann1"], "label": ["positive"]})
-    mine = annotation_queue(samples, done, annotator="ann1", seed=3, n=4)
-    assert list(mine["unit_id"]) == list(queue["unit_id"][1:5])
-    assert len(annotation_queue(samples, done, annotator="ann2", seed=3)) == 9
-    with pytest.raises(ConfigError, match="text_acs"):
-        annotation_queue(pd.DataFrame({"x": [1]}))

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 
-from countboard.acs.annotation import append_label, text_id
+from countboard.acs.annotation import text_id
 from countboard.acs.datasets.text_prompts import TextPromptSet
 from countboard.acs.models.text_classifiers import LEXICON_MAP, VaderClassifier
 from countboard.acs.models.text_generator import TinyRandomCausalLM
@@ -26,6 +26,7 @@ from countboard.quantify import counts_from_labels, fit_bcc_batch
 from countboard.quantify.bcc import SamplerConfig
 from countboard.results import RunContext
 from countboard.schema import load_schema
+from tests.acs.test_annotation import write_label_file
 from tests.conftest import run_sweep, store_runs
 
 RATIOS = {"positive": 35, "neutral": 30, "negative": 35}
@@ -157,10 +158,11 @@ def test_label_file_source_with_two_annotators_and_bad_rows(tmp_path):
     model = ProceduralStoryGenerator(success=0.8)
     texts = list(model.generate(dataset.items))
     path = tmp_path / "labels.csv"
+    rows = []
     for i, t in enumerate(texts[:40]):
-        append_label(path, t.text, t.true_label, "ann1", dataset.labels)
-        other = t.true_label if i % 5 else next(x for x in dataset.labels if x != t.true_label)
-        append_label(path, t.text, other, "ann2", dataset.labels)
+        rows.append((t.text, "ann1", t.true_label))
+        rows.append((t.text, "ann2", t.true_label if i % 5 else next(x for x in dataset.labels if x != t.true_label)))
+    write_label_file(path, rows)
     with path.open("a") as fh:
         fh.write(f"{text_id(texts[50].text)},ann1,ecstatic,\n")
     task = TextACSTask(vader(), human={"source": "file", "path": str(path)}, sampler=FAST, multiclass=False)

@@ -159,3 +159,27 @@ def test_queue_order_does_not_depend_on_row_order():
     assert list(a.text_id) == list(b.text_id)
     assert list(a.text_id) != list(label_store.queue(samples, "run", seed=1).text_id)
     assert "requested" not in a and "prompt" not in a
+
+
+def test_store_refuses_an_unknown_label_or_no_annotator(tmp_path):
+    store = label_store.TextLabelStore(tmp_path / "l.duckdb")
+    item = {"text_id": "t1", "unit_id": "u1", "text": "x"}
+    with pytest.raises(ValueError, match="not one of"):
+        store.add("r1", item, "ann1", "happy", ["positive", "negative"])
+    with pytest.raises(ValueError, match="annotator"):
+        store.add("r1", item, " ", "positive", ["positive", "negative"])
+    store.add("r1", item, "ann1", " Positive ", ["positive", "negative"])  # case and spaces do not matter
+    assert store.labels("r1").label.tolist() == ["positive"]
+
+
+def test_queue_leaves_out_empty_texts_and_remaining_what_an_annotator_labelled(tmp_path):
+    samples = pd.DataFrame({"unit_id": [f"s{i}" for i in range(10)], "text": [f"Story {i}." for i in range(9)] + [""]})
+    queue = label_store.queue(samples, "run", seed=3)
+    assert len(queue) == 9 and list(queue.columns) == ["text_id", "unit_id", "text"]
+    store = label_store.TextLabelStore(tmp_path / "l.duckdb")
+    store.add("run", queue.iloc[0].to_dict(), "ann1", "positive", ["positive"])
+    assert list(store.remaining("run", "ann1", queue).text_id) == list(queue.text_id[1:])
+    assert len(store.remaining("run", "ann2", queue)) == 9
+    path = store.export_csv("run", tmp_path / "labels.csv")
+    rows, problems = read_label_file(path, ["positive"])
+    assert problems == [] and rows["text_id"].tolist() == [queue.text_id[0]]

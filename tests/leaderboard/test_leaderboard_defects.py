@@ -10,6 +10,7 @@ from scipy import stats
 import figures
 import ranking
 import widgets
+from countboard.quantify.beta import beta_from_interval
 from countboard.quantify.compare import pairwise_prob_greater
 from countboard.schema import IntervalInfo, MetricInfo, load_schema
 
@@ -94,7 +95,7 @@ def test_prob_greater_from_intervals_calls_the_quantify_implementation():
     """The leaderboard's P(A > B) is the quantify one on moment-matched Betas; checked by sampling."""
     mean, low, high = np.array([0.6, 0.5]), np.array([0.5, 0.45]), np.array([0.7, 0.55])
     p = ranking.prob_greater_intervals(["a", "b"], mean, low, high, 0.9)
-    ab = [ranking.beta_from_interval(m, lo, hi, 0.9) for m, lo, hi in zip(mean, low, high, strict=True)]
+    ab = [beta_from_interval(m, lo, hi, 0.9) for m, lo, hi in zip(mean, low, high, strict=True)]
     np.testing.assert_allclose(p, pairwise_prob_greater(["a", "b"], [a for a, _ in ab], [b for _, b in ab]))
     rng = np.random.default_rng(1)
     draws = [rng.beta(a, b, 200_000) for a, b in ab]

@@ -8,6 +8,7 @@ from scipy import integrate, stats
 
 from countboard.quantify import (
     QuantifyInputError,
+    beta_from_interval,
     beta_from_moments,
     beta_interval,
     beta_mean,
@@ -132,3 +133,15 @@ def test_sample_value_hand_cases():
 def test_sample_value_rejects_no_unlabelled_items(n_human, n_total):
     with pytest.raises(QuantifyInputError):
         sample_value(50.0, 52.0, n_human, n_total)
+
+
+def test_beta_from_interval_hand_case_and_narrowing():
+    # mean 0.5, 90% interval [0.4, 0.6]: sd = 0.1 / 1.6449 = 0.060796, k = 0.25 / sd^2 - 1 = 66.639
+    a, b = beta_from_interval(0.5, 0.4, 0.6, 0.9)
+    assert a == pytest.approx(33.319, abs=1e-3) and b == pytest.approx(a)
+    assert beta_var(a, b) == pytest.approx((0.1 / stats.norm.ppf(0.95)) ** 2)
+    a, b = beta_from_interval(0.5, 0.0, 1.0, 0.5)  # wider than any Beta: variance just under m(1 - m)
+    assert beta_var(a, b) < 0.25 and a == pytest.approx(0.5 * (1 / 0.999 - 1))
+    for bad in [(0.0, 0.1, 0.2), (0.5, 0.6, 0.4), (1.2, 0.1, 0.2)]:
+        with pytest.raises(QuantifyInputError):
+            beta_from_interval(*bad, 0.9)

@@ -1,9 +1,10 @@
-"""Human labels of generated texts: simulated ones, label files, and the annotation page's backend.
+"""Human labels of generated texts: simulated ones, and reading label files.
 
 A label file is a CSV with one row per (text, annotator): ``text_id`` (``text_id(text)``, a hash of the text, so a
 label follows the exact text it was given for, whichever run or generator wrote it), ``annotator``, ``label`` and,
-for reading convenience, ``text``. The annotation page shows a text (``annotation_queue``) and appends the chosen
-label (``append_label``); the ``text_acs`` task reads the file with ``read_label_file`` and ``adjudicate``.
+for reading convenience, ``text``. The Annotate page keeps the labels (``leaderboard/labels.py``, one label per run,
+text and annotator) and exports this file; the ``text_acs`` task reads it with ``read_label_file`` and
+``adjudicate``.
 
 Simulated labels (``simulate_annotations``) stand in for people when a generator knows the label each text really
 expresses: each annotator gives the true label, or with probability ``error_rate`` another label at random.
@@ -11,7 +12,6 @@ expresses: each annotator gives the true label, or with probability ``error_rate
 
 from __future__ import annotations
 
-import csv
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -135,58 +135,3 @@ def annotator_pair(rows: pd.DataFrame) -> tuple[str, str, pd.DataFrame] | None:
             if len(both) and (best is None or len(both) > len(best[2])):
                 best = (str(a), str(b), both)
     return best
-
-
-def annotation_queue(samples: pd.DataFrame, done: pd.DataFrame | None = None, *, annotator: str = "",
-                     n: int | None = None, seed: int = 0) -> pd.DataFrame:
-    """Texts of a run to label next: a seeded random order (so the labelled ones are a random subset).
-
-    Args:
-        samples: A ``text_acs`` run's ``samples.parquet`` (columns ``unit_id``, ``text``, ``requested``, ``prompt``).
-        done: Rows of the label file so far; texts this ``annotator`` labelled are left out.
-        annotator: Who is labelling.
-        n: At most this many texts.
-        seed: Seed of the order (keep it fixed so that every annotator sees the same subset first).
-
-    Returns:
-        ``text_id``, ``unit_id``, ``prompt``, ``requested``, ``text``, in labelling order; empty texts left out.
-    """
-    missing = {"unit_id", "text"} - set(samples.columns)
-    if missing:
-        raise ConfigError(f"samples lack column(s) {sorted(missing)}: pick a run of the text_acs task")
-    queue = samples[samples["text"].fillna("").str.strip() != ""].copy()
-    queue["text_id"] = queue["text"].map(text_id)
-    queue = queue.drop_duplicates("text_id")
-    order = np.random.default_rng(seed).permutation(len(queue))
-    queue = queue.iloc[order]
-    if done is not None and len(done):
-        seen = set(done.loc[done["annotator"] == annotator, "text_id"])
-        queue = queue[~queue["text_id"].isin(seen)]
-    cols = [c for c in ("text_id", "unit_id", "prompt", "requested", "text") if c in queue.columns]
-    queue = queue[cols].reset_index(drop=True)
-    return queue if n is None else queue.head(int(n))
-
-
-def append_label(path: str | Path, text: str, label: str, annotator: str, labels: Sequence[str]) -> dict:
-    """Append one label to a label file (created with a header if new) and return the row written.
-
-    Raises:
-        ConfigError: a label outside ``labels``, an empty annotator name or an empty text.
-    """
-    label = str(label).strip().lower()
-    if label not in labels:
-        raise ConfigError(f"label {label!r} is not one of {list(labels)}")
-    if not str(annotator).strip():
-        raise ConfigError("give an annotator name before labelling")
-    if not str(text).strip():
-        raise ConfigError("an empty text cannot be labelled")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    row = {"text_id": text_id(text), "annotator": str(annotator).strip(), "label": label, "text": text}
-    with path.open("a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=LABEL_COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-    return row

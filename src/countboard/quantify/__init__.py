@@ -26,7 +26,7 @@ _LAZY = {
     "acc_estimate": "baselines", "ppi_interval": "baselines",
     "BCCFit": "bcc", "SamplerConfig": "bcc", "bcc_posterior": "bcc", "bcc_posterior_batch": "bcc", "fit_bcc": "bcc",
     "fit_bcc_batch": "bcc",
-    "beta_from_moments": "beta", "beta_interval": "beta", "beta_mean": "beta", "beta_var": "beta",
+    "beta_from_interval": "beta", "beta_from_moments": "beta", "beta_interval": "beta", "beta_mean": "beta", "beta_var": "beta",
     "cc_posterior": "beta", "js_divergence_beta": "beta", "prob_greater": "beta", "sample_value": "beta",
     "CellCounts": "cells", "cell_report": "cells", "counts_from_labels": "cells", "credible_interval": "cells",
     "report_cells": "cells",

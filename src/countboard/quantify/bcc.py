@@ -208,13 +208,6 @@ def _empty_model(k_cells: int) -> pm.Model:
     return model
 
 
-def build_bcc_model(counts: dict[str, np.ndarray], cells: Sequence[str]) -> pm.Model:
-    """The vectorised BCC model of ``len(cells)`` cells (validated ``counts`` from ``validate_counts``)."""
-    model = _empty_model(len(cells))
-    pm.set_data(_model_data(counts), model=model)
-    return model
-
-
 def _nuts_model(counts: dict[str, np.ndarray], target_accept: float) -> tuple[pm.Model, Any]:
     """A compiled model of ``len(counts["tp"])`` cells with ``counts`` set, and its NUTS sampler, from the cache.
 

@@ -68,6 +68,30 @@ def beta_var(a: float, b: float) -> float:
     return a * b / ((a + b) ** 2 * (a + b + 1))
 
 
+#: A Beta needs a variance below m(1 - m); intervals wider than that are narrowed to just under it.
+_MAX_VAR_SHARE = 0.999
+
+
+def beta_from_interval(mean: float, low: float, high: float, level: float) -> tuple[float, float]:
+    """Beta(a, b) with the mean ``mean`` and the variance of a normal whose central ``level`` interval is
+    ``[low, high]`` (a rate in (0, 1)); an interval wider than any Beta allows is narrowed to just under it.
+
+    Raises:
+        QuantifyInputError: a mean outside (0, 1) or an empty interval.
+
+    Example:
+        >>> a, b = beta_from_interval(0.5, 0.4, 0.6, 0.9)
+        >>> round(a / (a + b), 3), round(a, 1)
+        (0.5, 33.3)
+    """
+    if not (0.0 < mean < 1.0) or not (high > low):
+        raise QuantifyInputError(f"a Beta needs a rate in (0, 1) and a proper interval, got {mean} [{low}, {high}]")
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    var = min(((high - low) / (2 * z)) ** 2, _MAX_VAR_SHARE * mean * (1 - mean))
+    k = mean * (1 - mean) / var - 1.0
+    return mean * k, (1 - mean) * k
+
+
 def beta_from_moments(draws: np.ndarray) -> tuple[float, float]:
     """Beta parameters with the mean and variance of ``draws`` (method of moments).
 
