@@ -146,3 +146,15 @@ def test_a_path_with_a_space_is_one_folder_for_every_command(tmp_path, monkeypat
     # store (the store itself is where SQLAlchemy puts it); a space is never quoted and leaves nothing
     assert {p.name for p in tmp_path.iterdir()} <= {folder.name, "my store 100%25"}
     assert not any((tmp_path / "my store 100%25").iterdir())
+
+
+def test_a_sweep_store_dir_takes_the_same_forms(tmp_path):
+    from omegaconf import OmegaConf
+
+    from countboard.tracking.store import open_store, tracker_from_config
+
+    folder = tmp_path / "sweep store"
+    quoted = f"sqlite:///{quote(str(folder))}/mlflow.db"
+    swept = tracker_from_config(OmegaConf.create({"kind": "local", "store_dir": quoted}))
+    assert swept.uri == open_store(str(folder)).uri == f"sqlite:///{folder}/mlflow.db"
+    assert swept.artifact_root == (folder / "artifacts").as_uri() and (folder / "mlflow.db").is_file()
