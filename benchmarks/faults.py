@@ -110,7 +110,8 @@ def truncated_part(tmp: Path, rng: random.Random) -> Outcome:
 
 def store_creation(tmp: Path, rng: random.Random) -> Outcome:
     code = "import sys; from countboard.tracking.local_store import ensure_local_store as e; e(sys.argv[1])"
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp / "mlruns")], env=sweep_env(tmp))
+    env = sweep_env(tmp, XDG_CACHE_HOME=str(tmp / "cache"))  # no store template: the kill meets the schema build
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp / "mlruns")], env=env)
     deadline = time.monotonic() + 120
     while not list((tmp / "mlruns").glob("mlflow.db*")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)  # wait for the schema build to start (imports take seconds on a busy machine)

@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -62,10 +63,22 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+#: Device files of a GPU driver (NVIDIA, ROCm, WSL): without any of them torch cannot see a CUDA device.
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_driver_present() -> bool:
+    """False on a Linux machine without a GPU driver's device files, where ``device=auto`` is ``cpu`` without
+    importing torch (seconds per job that a model without torch need not pay); True elsewhere (torch decides)."""
+    return not sys.platform.startswith("linux") or any(os.path.exists(p) for p in GPU_DEVICE_FILES)
+
+
 def resolve_device(requested: str) -> str:
+    requested = str(getattr(requested, "value", requested))
+    if requested == "cpu" or (requested == "auto" and not gpu_driver_present()):
+        return "cpu"
     import torch
 
-    requested = str(getattr(requested, "value", requested))
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda" and not torch.cuda.is_available():

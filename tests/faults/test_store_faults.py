@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
@@ -28,7 +29,8 @@ def _works(store_dir) -> None:
 @pytest.mark.parametrize("delay", [0.3])  # benchmarks/faults.py tries random moments
 def test_kill_9_during_store_creation_leaves_no_broken_store(tmp_path, delay):
     store = tmp_path / "s"
-    proc = subprocess.Popen([sys.executable, "-c", CREATE, str(store)])
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # no store template: a real schema build
+    proc = subprocess.Popen([sys.executable, "-c", CREATE, str(store)], env=env)
     deadline = time.monotonic() + 120
     while not list(store.glob("mlflow.db*")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)  # the schema build has started

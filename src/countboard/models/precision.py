@@ -84,10 +84,13 @@ def numerics(device: str, precision: str = "fp32") -> Iterator[None]:
         precision: ``fp32`` (default: exact fp32 math, TF32 off), ``tf32`` (TF32 matmuls and convolutions on CUDA;
             on the CPU the same as fp32), ``bf16`` or ``fp16`` (autocast).
     """
+    kind = device_type(device)
+    if kind != "cuda" and str(getattr(precision, "value", precision)) in ("fp32", "tf32"):
+        yield  # nothing to set: a CPU job in fp32 runs as it is, without importing torch (a toy model has none)
+        return
     import torch
 
     dtype = autocast_dtype(precision)
-    kind = device_type(device)
     with contextlib.ExitStack() as stack:
         if kind == "cuda":
             stack.enter_context(cuda_determinism(allow_tf32=str(getattr(precision, "value", precision)) == "tf32"))

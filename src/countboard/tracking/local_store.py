@@ -5,7 +5,8 @@ leaves a database that MLflow can neither use nor finish (``duplicate column nam
 one store at once collide the same way. Here the schema is built in ``mlflow.db.creating-<pid>`` under an
 exclusive file lock and renamed to ``mlflow.db`` when complete, so ``mlflow.db`` is either absent or whole.
 A ``mlflow.db`` left half-created by an older version (or by ``mlflow`` itself) is moved aside, with a message
-that names it, and created again.
+that names it, and created again. The first store built by an MLflow version is kept as a template
+(``$XDG_CACHE_HOME/countboard/empty-mlflow-<version>.db``); later stores are copies of it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import fcntl
 import functools
 import logging
 import os
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -77,7 +79,58 @@ def store_problem(db: Path) -> str | None:
     return None
 
 
+def _template() -> Path:
+    """Where an empty store of this MLflow version is kept: a new store is a copy of it, not a schema build."""
+    from importlib.metadata import version
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+    return base / "countboard" / f"empty-mlflow-{version('mlflow')}.db"
+
+
+def _from_template(tmp: Path, artifact_root: str) -> bool:
+    """Copy the empty store (if there is a complete one) to ``tmp`` and point its Default experiment at
+    ``artifact_root``; False when there is none to copy."""
+    template = _template()
+    try:
+        if not template.is_file() or store_problem(template) is not None:
+            return False
+        shutil.copyfile(template, tmp)
+    except (OSError, TrackingStoreError):
+        return False
+    now = int(time.time() * 1000)
+    con = sqlite3.connect(tmp, timeout=30)
+    try:  # the only row that names a folder; MLflow writes it as ``<artifact_root>/0``
+        with con:
+            con.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
+                        "WHERE experiment_id = 0", (f"{artifact_root}/0", now, now))
+    finally:
+        con.close()
+    return True
+
+
+def _save_template(db: Path) -> None:
+    """Keep a copy of the store just built (whole, in one file) as the template of the next ones."""
+    template = _template()
+    part = template.with_name(f"{template.name}.part-{os.getpid()}")
+    try:
+        template.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(db, timeout=30)
+        try:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file before it is copied
+        finally:
+            con.close()
+        shutil.copyfile(db, part)
+        os.replace(part, template)
+    except OSError as exc:  # a read-only home: every store is built, as before
+        log.debug("no store template at %s: %s", template, exc)
+        part.unlink(missing_ok=True)
+
+
 def _create(tmp: Path, artifact_root: str) -> None:
+    """Build an empty store in ``tmp``: a copy of the template when there is one (milliseconds), else MLflow's
+    schema build and migrations (2-3 s of CPU), kept as the template."""
+    if _from_template(tmp, artifact_root):
+        return
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     uri = sqlite_uri(tmp)
@@ -89,6 +142,7 @@ def _create(tmp: Path, artifact_root: str) -> None:
         con.execute("PRAGMA journal_mode=WAL")
     finally:
         con.close()
+    _save_template(tmp)
 
 
 def _move_aside(db: Path, reason: str) -> Path:
