@@ -215,14 +215,19 @@ def test_gt_zero_is_left_out_and_counted(tmp_path, ctx):
     assert neg.metrics["n_gt_zero"] == n_zero
     assert neg.metrics["nmn"] == pytest.approx(1.0)
     _, classic = run(ClassicCounting(), OracleCounter(), ds, ctx)
-    assert classic.metrics == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": float(n_zero)}
+    points = {k: v for k, v in classic.metrics.items() if "__" not in k}
+    assert points == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": float(n_zero), "n_images": len(ds.counts)}
     _, mosaic = run(PracoMosaic(n_figures=0), OracleCounter(), ds, ctx)
     assert mosaic.metrics["cnt_recall"] == 1.0
 
 
 def test_classic(shapes, ctx):
     _, result = run(ClassicCounting(), ClassBlindCounter(), shapes, ctx)
-    assert result.metrics == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": 0.0}
+    n = len(shapes.image_ids)
+    # every count right: each bootstrap interval is the point itself
+    assert result.metrics == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": 0.0, "n_images": n,
+                              **{f"{k}__{side}": 0.0 for k in ("mae", "rmse", "mape") for side in ("low", "high")}}
+    assert result.tags == {"bootstrap": "percentile, 2000 resamples, seed 0"}
 
 
 @pytest.mark.slow
@@ -241,13 +246,18 @@ def test_sweep_end_to_end(tmp_path):
     assert set(cells["tags.family"]) == {"counters"}
     schema = load_schema()
     negative_keys = ["nmn", "pccn", "mae", "rmse", "mape", "n_gt_zero", "mean_negative_count"]
-    mosaic_keys = [m.key for m in schema.family_metrics("counters") if m.key.startswith(("cnt_", "loc_", "count_"))]
+    mosaic_keys = [m.key for m in schema.family_metrics("counters")
+                   if m.key.startswith(("cnt_", "loc_", "count_")) and m.bound_of is None]
     assert len(mosaic_keys) == 4 + 18 + 2
     for model in ("oracle", "class_blind"):
-        for key in negative_keys:
-            assert not np.isnan(cells.loc[(model, "praco_negative"), f"metrics.{key}"]), (model, key)
-        for key in mosaic_keys:
-            assert not np.isnan(cells.loc[(model, "praco_mosaic"), f"metrics.{key}"]), (model, key)
+        for task, keys in (("praco_negative", negative_keys), ("praco_mosaic", mosaic_keys)):
+            for key in keys:
+                value = cells.loc[(model, task), f"metrics.{key}"]
+                assert not np.isnan(value), (model, key)
+                iv = schema.metric(key).interval
+                if iv is not None:  # its bootstrap interval, logged beside it, holds the value
+                    low, high = (cells.loc[(model, task), f"metrics.{b}"] for b in (iv.low, iv.high))
+                    assert low <= value + 1e-12 and value <= high + 1e-12, (model, key, low, value, high)
     oracle_neg, blind_neg = cells.loc[("oracle", "praco_negative")], cells.loc[("class_blind", "praco_negative")]
     assert (oracle_neg["metrics.nmn"], oracle_neg["metrics.pccn"]) == (0.0, 100.0)
     assert blind_neg["metrics.nmn"] == pytest.approx(1.0)

@@ -50,8 +50,12 @@ def test_summary_matches_per_sample_metrics(dataset, tmp_path):
     assert result.metrics["pg_accuracy"] == pytest.approx(hits / 10)
     assert result.metrics["pg_hits"] == hits and result.metrics["pg_uncertain_count"] == unc
     assert result.tags == {"pg_accuracy_k_of_n": f"{hits} / 10", "pg_uncertainty_k_of_n": f"{unc} / 10",
-                           "explainer_method": "center_prior",
+                           "explainer_method": "center_prior", "bootstrap": "percentile, 2000 resamples, seed 0",
                            "explainer_detail": CenterPrior().explainer_detail()}
+    for key in ("iou_soft", "io_ratio", "pg_accuracy", "pg_uncertainty"):  # bootstrap intervals over the 10 samples
+        assert result.metrics[f"{key}__low"] <= result.metrics[key] <= result.metrics[f"{key}__high"]
+    assert df["iou_soft"].min() <= result.metrics["iou_soft__low"] < result.metrics["iou_soft__high"] \
+        <= df["iou_soft"].max()
     hist = result.tables["grounding_histograms"]
     assert set(hist["metric"]) == {"iou_soft", "io_ratio"}
     assert hist.groupby("metric")["count"].sum().tolist() == [10, 10]

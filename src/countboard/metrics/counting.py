@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from countboard.metrics import bootstrap as bs
+from countboard.metrics.bootstrap import UnitStatistic
+
 GRIDS = (2, 4, 8)
 
 
@@ -226,6 +229,11 @@ def localized_metrics(pred_cells, gt_cells, image_index) -> dict[str, float]:
     idx = np.asarray(image_index)
     if pred.shape != gt.shape or pred.ndim != 3 or idx.shape != pred.shape[:1]:
         raise ValueError(f"pred_cells {pred.shape} and gt_cells {gt.shape} must be (M, n, n) and image_index (M,)")
+    return {key: _nanmean(values) for key, values in _localized_per_image(pred, gt, idx).items()}
+
+
+def _localized_per_image(pred: np.ndarray, gt: np.ndarray, idx: np.ndarray) -> dict[str, np.ndarray]:
+    """Each localized metric averaged per image (images in the order of ``np.unique(idx)``), NaN where undefined."""
     m = len(pred)
     pred, gt = pred.reshape(m, -1), gt.reshape(m, -1)
     tp = np.minimum(pred, gt)
@@ -240,15 +248,15 @@ def localized_metrics(pred_cells, gt_cells, image_index) -> dict[str, float]:
         "f1_macro": _nanmean(_ratio(2 * tp, pred + gt), axis=1),
     }
     _, inverse = np.unique(idx, return_inverse=True)
-    return {key: _group_mean(values, inverse) for key, values in per_mosaic.items()}
+    return {key: _group_means(values, inverse) for key, values in per_mosaic.items()}
 
 
-def _group_mean(values: np.ndarray, groups: np.ndarray) -> float:
-    """Mean of the defined values within each group, then over groups with a defined mean."""
+def _group_means(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Mean of the defined values within each group (NaN for a group without one)."""
     ok = ~np.isnan(values)
     n_groups = int(groups.max()) + 1 if len(groups) else 0
     sums = np.bincount(groups[ok], weights=values[ok], minlength=n_groups)
-    return _nanmean(_ratio(sums, np.bincount(groups[ok], minlength=n_groups)))
+    return _ratio(sums, np.bincount(groups[ok], minlength=n_groups))
 
 
 def localized_mosaic_metrics(pred_cells, gt_cells, image_index, grids=GRIDS) -> dict[str, float]:
@@ -268,4 +276,79 @@ def localized_mosaic_metrics(pred_cells, gt_cells, image_index, grids=GRIDS) -> 
         for key, value in localized_metrics(coarsen(pred, n), coarsen(gt, n), image_index).items():
             metric, average = key.split("_")
             out[f"loc_{metric}_{average}_{n}x{n}"] = value
+    return out
+
+
+# --- unit statistics: each metric as a reduction of per-image columns, for its bootstrap interval ------------------
+
+
+def classic_units(pred, gt) -> dict[str, UnitStatistic]:
+    """``mae``, ``rmse`` and ``mape`` of ``classic_metrics`` over images (``metrics.bootstrap``).
+
+    Example:
+        >>> round(classic_units([2.0, 6.0], [4, 4])["rmse"].value(), 3)
+        2.0
+    """
+    pred, gt = _as_float(pred, "pred", 1), _as_float(gt, "gt", 1)
+    err = pred - gt
+    return {"mae": UnitStatistic((np.abs(err),), bs.mean), "rmse": UnitStatistic((err**2,), bs.root_mean),
+            "mape": UnitStatistic((_ratio(np.abs(err), gt),), bs.mean)}
+
+
+def negative_label_units(counts, gt, pos_idx) -> dict[str, UnitStatistic]:
+    """The negative-label metrics (``nmn``, ``pccn``, ``mean_negative_count`` and the classic ones) as reductions
+    of per-image columns: resampling images gives their bootstrap intervals.
+
+    Example:
+        >>> u = negative_label_units([[4.0, 1.0, 3.0], [2.0, 0.0, 2.0]], gt=[4, 2], pos_idx=[0, 1])
+        >>> u["nmn"].value(), u["pccn"].value()
+        (0.75, 50.0)
+    """
+    counts = _as_float(counts, "counts", 2)
+    gt = _as_float(gt, "gt", 1)
+    pos_idx = np.asarray(pos_idx, dtype=np.int64)
+    n, c = counts.shape
+    pos = counts[np.arange(n), pos_idx]
+    neg_mean = (counts.sum(axis=1) - pos) / (c - 1)
+    out = classic_units(pos, gt)
+    out["nmn"] = UnitStatistic((np.where(gt > 0, _ratio(neg_mean, gt), np.nan),), bs.mean)
+    out["pccn"] = UnitStatistic(((np.abs(pos - gt) < np.abs(neg_mean - gt)).astype(float),), bs.percent)
+    out["mean_negative_count"] = UnitStatistic((neg_mean,), bs.mean)  # every image has c - 1 negatives
+    return out
+
+
+def mosaic_units(upper, lower, gt, pos_counts) -> dict[str, UnitStatistic]:
+    """The mosaic metrics (``cnt_*``, ``count_drift_*``) as reductions of per-image columns (an image's mosaics
+    stay together when images are resampled).
+
+    Example:
+        >>> nan = float("nan")
+        >>> u = mosaic_units([[nan, 15.0], [2.0, nan]], [[nan, 0.0], [2.0, nan]], [15, 4], [15.0, 4.0])
+        >>> u["cnt_precision"].value(), u["count_drift_mean"].value()
+        (0.75, 0.25)
+    """
+    precision, recall, f1 = mosaic_precision_recall(upper, lower, gt)
+    drift = count_drift(upper, pos_counts)
+    defined = ~np.isnan(drift)
+    return {
+        "cnt_precision": UnitStatistic((_nanmean(precision, axis=1),), bs.mean),
+        "cnt_recall": UnitStatistic((_nanmean(recall, axis=1),), bs.mean),
+        "cnt_f1": UnitStatistic((_nanmean(f1, axis=1),), bs.mean),
+        "count_drift_mean": UnitStatistic((np.where(defined, drift, 0.0).sum(axis=1), defined.sum(axis=1) * 1.0),
+                                          bs.ratio),
+        "count_drift_median": UnitStatistic((drift,), bs.pooled_median),
+    }
+
+
+def localized_units(pred_cells, gt_cells, image_index, grids=GRIDS) -> dict[str, UnitStatistic]:
+    """The ``loc_*`` metrics of ``localized_mosaic_metrics`` as reductions of per-image columns (images in the
+    order of ``np.unique(image_index)``)."""
+    pred = np.clip(np.asarray(pred_cells, np.float64), 0, None)
+    gt = np.asarray(gt_cells, np.float64)
+    idx = np.asarray(image_index)
+    out = {}
+    for n in grids:
+        for key, per_image in _localized_per_image(coarsen(pred, n), coarsen(gt, n), idx).items():
+            metric, average = key.split("_")
+            out[f"loc_{metric}_{average}_{n}x{n}"] = UnitStatistic((per_image,), bs.mean)
     return out

@@ -3,7 +3,9 @@
 Each ``*.yaml`` beside this file holds ``families`` and ``metrics`` of one area; they are merged here. To add a
 metric, add an entry under ``metrics`` with ``display``, ``higher_is_better``, ``family`` and ``description``:
 the engine refuses to log a metric key that is not declared. A metric with an uncertainty interval names its
-bounds under ``interval`` (``low``, ``high``, ``level``). A family says where the leaderboard shows it (``page``),
+bounds under ``interval`` (``low``, ``high``, ``level``); a bootstrap interval over the run's units says
+``interval: {bootstrap: <units>, count: <metric holding their number>}`` and gets its bounds ``<key>__low`` and
+``<key>__high`` declared here (level 0.9 unless given; see ``countboard.metrics.bootstrap``). A family says where the leaderboard shows it (``page``),
 which metrics its table shows first (``columns``), which view columns split its entries into separate rankings
 (``levels``, e.g. the GeckoNum task) and which figures its page draws (``figures``, see ``docs/leaderboard.md``).
 """
@@ -18,14 +20,27 @@ from typing import Any
 
 import yaml
 
+BOUND_SUFFIXES = ("__low", "__high")
+BOOTSTRAP_LEVEL = 0.9
+
 
 @dataclass(frozen=True)
 class IntervalInfo:
-    """The metric keys holding an interval's bounds, and its level (0.9 for an equal-tailed 90% interval)."""
+    """The metric keys holding an interval's bounds, and its level (0.9 for an equal-tailed 90% interval).
+
+    A bootstrap interval also names its ``units`` (what was resampled, e.g. ``images``) and ``count``, the metric
+    key holding how many there were; ``units`` is empty for other intervals (e.g. BCC's posterior).
+    """
 
     low: str
     high: str
     level: float
+    units: str = ""
+    count: str | None = None
+
+    @property
+    def method(self) -> str:
+        return f"bootstrap over {self.units}" if self.units else "credible interval"
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,7 @@ class MetricInfo:
     description: str = ""
     fmt: str = ".3f"
     interval: IntervalInfo | None = None
+    bound_of: str | None = None  # the metric whose interval bound this is (declared with it)
 
 
 @dataclass(frozen=True)
@@ -97,10 +113,29 @@ def _interval(key: str, raw: dict | None, where: str) -> IntervalInfo | None:
     if raw is None:
         return None
     try:
+        if "bootstrap" in raw:
+            low, high = (key + s for s in BOUND_SUFFIXES)
+            return IntervalInfo(low=raw.get("low", low), high=raw.get("high", high),
+                                level=float(raw.get("level", BOOTSTRAP_LEVEL)), units=str(raw["bootstrap"]),
+                                count=raw.get("count"))
         return IntervalInfo(low=raw["low"], high=raw["high"], level=float(raw["level"]))
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"metric {key!r} in {where}: `interval` needs low, high (metric keys) and level "
-                         "(e.g. 0.9)") from None
+                         "(e.g. 0.9), or bootstrap (the units resampled) and count (the metric of their number)") \
+            from None
+
+
+def _bounds(m: MetricInfo) -> list[MetricInfo]:
+    """The bound metrics of a bootstrap interval, declared with the metric they bound."""
+    iv = m.interval
+    if iv is None or not iv.units:
+        return []
+    share = (1 - iv.level) / 2
+    return [MetricInfo(key=k, display=f"{m.display} {side}", higher_is_better=m.higher_is_better, family=m.family,
+                       description=f"{side.capitalize()} end of the {iv.level:.0%} percentile bootstrap interval of "
+                                   f"{m.display} ({q:g}% quantile over resamples of the run's {iv.units}).",
+                       fmt=m.fmt, bound_of=m.key)
+            for k, side, q in ((iv.low, "low", 100 * share), (iv.high, "high", 100 * (1 - share)))]
 
 
 def _family(key: str, f: dict) -> FamilyInfo:
@@ -122,6 +157,8 @@ def _check(metrics: dict[str, MetricInfo], families: dict[str, FamilyInfo]) -> N
             for bound in (m.interval.low, m.interval.high):
                 if bound not in metrics:
                     raise ValueError(f"metric {m.key!r}: interval bound {bound!r} is not a declared metric")
+            if m.interval.count is not None and m.interval.count not in metrics:
+                raise ValueError(f"metric {m.key!r}: interval count {m.interval.count!r} is not a declared metric")
     for f in families.values():
         for key in f.columns:
             if key not in metrics:
@@ -147,5 +184,9 @@ def load_schema() -> Schema:
             metrics[key] = MetricInfo(key=key, display=m["display"], higher_is_better=m.get("higher_is_better"),
                                       family=m["family"], description=m.get("description", ""),
                                       fmt=m.get("fmt", ".3f"), interval=_interval(key, m.get("interval"), entry.name))
+            for bound in _bounds(metrics[key]):
+                if bound.key in metrics:
+                    raise ValueError(f"metric {bound.key!r} declared twice (it bounds {key!r} in {entry.name})")
+                metrics[bound.key] = bound
     _check(metrics, families)
     return Schema(metrics=metrics, families=families)

@@ -61,6 +61,8 @@ HUMAN_SOURCE, ANNOTATORS, LABEL_FILE_PROBLEMS = "human_source", "annotators", "l
 PRACO_N_CLASSES, PRACO_ORIENTATION, PRACO_MOSAIC = "praco.n_classes", "praco.orientation", "praco.mosaic"
 PG_ACCURACY_K_OF_N, PG_UNCERTAINTY_K_OF_N = "pg_accuracy_k_of_n", "pg_uncertainty_k_of_n"
 EXPLAINER_METHOD, EXPLAINER_DETAIL = "explainer_method", "explainer_detail"
+#: How a run's bootstrap intervals were drawn (``countboard.metrics.bootstrap.describe``).
+BOOTSTRAP = "bootstrap"
 
 
 def _tag(name: str):

@@ -10,8 +10,10 @@ import pandas as pd
 
 from countboard.counting.tasks.praco import error_record, finite_metrics, select_classes
 from countboard.items import ImageDataset, ImageItem
-from countboard.metrics.counting import classic_metrics
+from countboard.metrics import bootstrap
+from countboard.metrics.counting import classic_metrics, classic_units
 from countboard.results import RunContext, Task, TaskResult
+from countboard.tracking import tags as tg
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,10 @@ class ClassicCounting(Task):
         return [records[u] for u in unit_ids]
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
-        metrics = classic_metrics(records["count"].to_numpy(float), records["gt"].to_numpy(float))
+        pred, gt = records["count"].to_numpy(float), records["gt"].to_numpy(float)
+        metrics = classic_metrics(pred, gt)
         if metrics["n_gt_zero"]:
             log.warning("%d images with ground truth 0 are left out of MAPE", metrics["n_gt_zero"])
-        return TaskResult(metrics=finite_metrics(metrics))
+        metrics.update(bootstrap.interval_metrics(classic_units(pred, gt)))
+        metrics["n_images"] = len(gt)
+        return TaskResult(metrics=finite_metrics(metrics), tags={tg.BOOTSTRAP: bootstrap.describe()})

@@ -37,12 +37,17 @@ from countboard.counting.released.official import (
 )
 from countboard.errors import ConfigError
 from countboard.items import ImageDataset, ImageItem
+from countboard.metrics import bootstrap
+from countboard.metrics.bootstrap import UnitStatistic, interval_metrics
 from countboard.metrics.counting import (
     GRIDS,
     count_drift,
     localized_mosaic_metrics,
+    localized_units,
     mosaic_metrics,
+    mosaic_units,
     negative_label_metrics,
+    negative_label_units,
     pool_grid,
 )
 from countboard.metrics.grounding import mosaic_grounding
@@ -168,6 +173,8 @@ class PracoNegative(Task):
         gt = records["gt"].to_numpy(dtype=np.float64)
         pos_idx = np.array([classes.index(c) for c in records["class_name"]])
         metrics = negative_label_metrics(counts, gt, pos_idx)
+        metrics.update(interval_metrics(negative_label_units(counts, gt, pos_idx)))
+        metrics["n_images"] = len(gt)
         official = official_negative_metrics(stored_counts(counts, self.official_rounding), gt, pos_idx)
         metrics.update(finish(official, self.official_rounding))
         negatives = counts[~np.eye(len(classes), dtype=bool)[pos_idx]]
@@ -183,7 +190,7 @@ class PracoNegative(Task):
         return TaskResult(metrics=finite_metrics(metrics), tables={"negative_matrix": long, "negative_counts": wide},
                           figures={"negative_matrix": _matrix_figure(counts, gt, classes, pos_idx)},
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
-                          tags={tg.PRACO_N_CLASSES: str(len(classes))})
+                          tags={tg.PRACO_N_CLASSES: str(len(classes)), tg.BOOTSTRAP: bootstrap.describe()})
 
 
 def _matrix_figure(counts: np.ndarray, gt: np.ndarray, classes: list[str], pos_idx: np.ndarray) -> bytes:
@@ -383,13 +390,21 @@ class PracoMosaic(Task):
         defined = drift[~np.isnan(drift)]
         metrics["count_drift_mean"] = float(defined.mean()) if defined.size else float("nan")
         metrics["count_drift_median"] = float(np.median(defined)) if defined.size else float("nan")
+        units = mosaic_units(upper, lower, gt, single)
         for key in ("mosaic_io_ratio", "mosaic_wdp"):
             if key in records:
                 metrics[key] = float(records[key].mean())
+                values = records[key].to_numpy(float)  # per mosaic: summed per image, so images are resampled
+                units[key] = UnitStatistic((np.bincount(r, np.nan_to_num(values), len(images)),
+                                            np.bincount(r, ~np.isnan(values), len(images)).astype(float)),
+                                           bootstrap.ratio)
         g = self.grid
         pred_cells = _stack(records["pred_cells"]).reshape(-1, g, g)
         gt_cells = _stack(records["gt_cells"]).reshape(-1, g, g)
         metrics.update(localized_mosaic_metrics(pred_cells, gt_cells, r))
+        units.update(localized_units(pred_cells, gt_cells, r))
+        metrics.update(interval_metrics(units))
+        metrics["n_mosaic_images"] = len(images)
         metrics.update(mosaic_official(records, upper, lower, gt, images, classes, r, self.official_rounding))
         figures = {}
         if "figure_png" in records:
@@ -407,7 +422,8 @@ class PracoMosaic(Task):
                                    "unit_id": records["unit_id"].to_numpy().astype(str)}}
         return TaskResult(metrics=finite_metrics(metrics), tables=tables, figures=figures, arrays=arrays,
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
-                          tags={tg.PRACO_ORIENTATION: self.orientation, tg.PRACO_MOSAIC: self.mosaic})
+                          tags={tg.PRACO_ORIENTATION: self.orientation, tg.PRACO_MOSAIC: self.mosaic,
+                                tg.BOOTSTRAP: bootstrap.describe()})
 
     def _sample_figure(self, mosaic: Mosaic, dmap: np.ndarray, gt: int) -> bytes:
         """The mosaic and its density map (PNG), titled with the counts of both halves."""

@@ -16,7 +16,8 @@ import pandas as pd
 from countboard.counting.tasks.praco import finite_metrics, prompt_every_class
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
-from countboard.metrics.praco_multiclass import multiclass_metrics
+from countboard.metrics import bootstrap
+from countboard.metrics.praco_multiclass import multiclass_metrics, multiclass_units
 from countboard.results import RunContext, Task, TaskResult
 from countboard.tracking import tags as tg
 
@@ -57,6 +58,7 @@ class PracoMulticlass(Task):
             raise ConfigError(f"records hold {pred.shape[1]} counts per image but the split has {len(classes)} "
                               "classes; the dataset changed since the checkpoints were written: rerun with force=true")
         metrics = multiclass_metrics(pred, gt)
+        metrics.update(bootstrap.interval_metrics(multiclass_units(pred, gt)))
         wide = pd.DataFrame(pred, columns=classes)
         wide.insert(0, "image_id", records["image_id"].to_numpy())
         truth = pd.DataFrame(gt.astype(int), columns=classes)
@@ -66,4 +68,4 @@ class PracoMulticlass(Task):
         long["positive"] = long["gt"] > 0
         return TaskResult(metrics=finite_metrics(metrics),
                           tables={"multiclass_counts": wide, "multiclass_gt": truth, "multiclass_matrix": long},
-                          tags={tg.PRACO_N_CLASSES: str(len(classes))})
+                          tags={tg.PRACO_N_CLASSES: str(len(classes)), tg.BOOTSTRAP: bootstrap.describe()})

@@ -23,6 +23,7 @@ from PIL import Image, ImageDraw
 from countboard.errors import ConfigError, CountboardError
 from countboard.grounding.datasets.public import GroundingSample
 from countboard.items import ImageItem
+from countboard.metrics import bootstrap
 from countboard.metrics.grounding import grounding_metrics
 from countboard.results import RunContext, Task, TaskResult
 from countboard.tracking import tags as tg
@@ -195,8 +196,13 @@ class GroundingTask(Task):
             "pg_uncertain_count": float(uncertain), "n_grounding": float(n),
             "n_empty_maps": float(records["empty_map"].sum()),
         })
+        units = {k: bootstrap.UnitStatistic((records[k].to_numpy(np.float64),), bootstrap.mean) for k in MEAN_KEYS}
+        units["pg_accuracy"] = bootstrap.UnitStatistic((records["pg_hit"].to_numpy(np.float64),), bootstrap.mean)
+        units["pg_uncertainty"] = bootstrap.UnitStatistic((records["pg_uncertain"].to_numpy(np.float64),),
+                                                          bootstrap.mean)
+        metrics.update(bootstrap.interval_metrics(units))
         hist = histogram_table(records, self.hist_bins)
         figures = {"grounding_histograms": histogram_png(hist), **self._examples(model, dataset, records)}
         tags = {tg.PG_ACCURACY_K_OF_N: f"{hits} / {n}", tg.PG_UNCERTAINTY_K_OF_N: f"{uncertain} / {n}",
-                **explainer_tags(model)}
+                tg.BOOTSTRAP: bootstrap.describe(), **explainer_tags(model)}
         return TaskResult(metrics=metrics, tables={"grounding_histograms": hist}, figures=figures, tags=tags)
