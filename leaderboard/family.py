@@ -63,8 +63,8 @@ def family_section(family: str, heading: bool = False) -> None:
     filters = widgets.filters(family, prefix)
     sort, shown = widgets.metric_picker(family, metrics, prefix)
     interval = data.interval_of(sort, metrics)
-    columns = list(dict.fromkeys([m.key for m in shown] + ([interval.low, interval.high] if interval else [])
-                                 + _figure_keys(fam)))
+    bounds = [interval.low, interval.high, *([interval.count] if interval.count else [])] if interval else []
+    columns = list(dict.fromkeys([m.key for m in shown] + bounds + _figure_keys(fam)))
     have = {m.key for m in metrics}
     columns = [k for k in columns if k in have]
     df = data.ranking(family, sort, filters, latest_only=True, columns=columns)

@@ -88,8 +88,9 @@ def histograms(df: pd.DataFrame, value: str, label: str, title: str) -> go.Figur
 
 def interval_chart(df: pd.DataFrame, label: str, mean: str, low: str, high: str, point: str | None,
                    facet: str | None, title: str, names: tuple[str, str] = ("BCC", "CC"),
-                   axis: str = "value") -> go.Figure:
-    """Means with [low, high] error bars per ``label`` (one panel per ``facet``), the uncorrected ``point`` beside."""
+                   axis: str = "value", hover: str | None = None) -> go.Figure:
+    """Means with [low, high] error bars per ``label`` (one panel per ``facet``), the uncorrected ``point`` beside;
+    ``hover`` names a column of text shown when the pointer is on an entry (e.g. the units behind its interval)."""
     facets = list(dict.fromkeys(df[facet])) if facet else [None]
     fig = go.Figure()
     for i, f in enumerate(facets):
@@ -98,7 +99,11 @@ def interval_chart(df: pd.DataFrame, label: str, mean: str, low: str, high: str,
         fig.add_trace(go.Scatter(
             x=part[mean], y=part[label], mode="markers", name=f"{names[0]}{suffix}", marker={"size": 10},
             error_x={"type": "data", "symmetric": False, "array": part[high] - part[mean],
-                     "arrayminus": part[mean] - part[low]}, offsetgroup=str(i), legendgroup=str(f)))
+                     "arrayminus": part[mean] - part[low]}, offsetgroup=str(i), legendgroup=str(f),
+            customdata=np.stack([part[low], part[high]], axis=-1),
+            hovertext=part[hover] if hover and hover in part else None,
+            hovertemplate=("%{y}: %{x:.4g} [%{customdata[0]:.4g}, %{customdata[1]:.4g}]"
+                           + ("<br>%{hovertext}" if hover and hover in part else "") + "<extra></extra>")))
         if point and point in part:
             fig.add_trace(go.Scatter(x=part[point], y=part[label], mode="markers", name=f"{names[1]}{suffix}",
                                      marker={"symbol": "x", "size": 9}, legendgroup=str(f)))

@@ -1,7 +1,9 @@
 """Ranks that respect ties and uncertainty, and P(A > B) between entries: pure functions, no Streamlit.
 
-P(A > B) itself is ``countboard.quantify.compare.pairwise_prob_greater`` (Beta posteriors); an entry's interval
-or posterior draws are turned into a Beta by matching the mean and the variance.
+For a rate with a posterior (BCC), P(A > B) is ``countboard.quantify.compare.pairwise_prob_greater`` (Beta
+posteriors); an entry's interval or posterior draws are turned into a Beta by matching the mean and the variance.
+For a bootstrap interval of any metric (a count error, a percentage), each entry is a normal with its value as
+mean and the spread of its interval (``prob_greater_normal``).
 """
 
 from __future__ import annotations
@@ -78,3 +80,24 @@ def prob_greater_draws(names, draws: list[np.ndarray]) -> np.ndarray:
     """``P[i, j] = P(A_i > A_j)`` from each entry's posterior draws (moment-matched Betas, independent)."""
     ab = [beta_from_moments(np.asarray(d, dtype=float)) for d in draws]
     return pairwise_prob_greater(list(names), [a for a, _ in ab], [b for _, b in ab])
+
+
+def prob_greater_normal(mean, low, high, level: float) -> np.ndarray:
+    """``P[i, j] = P(A_i > A_j)`` with each entry a normal of its value and the standard deviation that makes
+    ``[low, high]`` its central ``level`` interval (entries independent); two entries without spread are
+    compared by value (1, 0, or 0.5 when equal).
+
+    Example:
+        >>> p = prob_greater_normal([0.5, 0.5, 0.2], [0.4, 0.4, 0.1], [0.6, 0.6, 0.3], 0.9)
+        >>> p[0, 1].round(2), bool(p[0, 2] > 0.99)
+        (0.5, True)
+    """
+    m = np.asarray(mean, dtype=float)
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    sd = (np.asarray(high, dtype=float) - np.asarray(low, dtype=float)) / (2 * z)
+    diff = m[:, None] - m[None, :]
+    spread = np.sqrt(sd[:, None] ** 2 + sd[None, :] ** 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(spread > 0, stats.norm.cdf(diff / np.where(spread > 0, spread, 1.0)),
+                     np.where(diff > 0, 1.0, np.where(diff < 0, 0.0, 0.5)))
+    return p

@@ -17,6 +17,7 @@ import data
 import figures
 import ranking
 import widgets
+from countboard.metrics.bootstrap import TAG as BOOTSTRAP_TAG
 from countboard.schema import FigureInfo, IntervalInfo, MetricInfo
 
 MIN_PAIRWISE = 2
@@ -111,11 +112,31 @@ def draw_intervals(ctx: Ctx, fig: FigureInfo) -> None:
         st.caption(f"The {TOP_INTERVALS} best of {len(group)} entries by {ctx.sort.display}.")
     top = group.head(TOP_INTERVALS)
     df = top.assign(label=top.run_id.map(ctx.labels)).dropna(subset=[ctx.sort.key, iv.low, iv.high])
+    df = df.assign(behind=interval_basis(ctx, df))
     facet = "evaluator" if "evaluator" in df and df.evaluator.nunique() > 1 else None
     names = (ctx.sort.display, data.metric_display(beside) if beside else "")
     st.plotly_chart(figures.interval_chart(df, "label", ctx.sort.key, iv.low, iv.high, beside, facet,
                                            f"{ctx.sort.display} and its {iv.level:.0%} interval", names=names,
-                                           axis=ctx.sort.display), key=f"{ctx.prefix}_intervals")
+                                           axis=ctx.sort.display, hover="behind"), key=f"{ctx.prefix}_intervals")
+    st.caption("Hover an entry for what its interval rests on: its units, its seeds and how it was drawn.")
+
+
+def interval_basis(ctx: Ctx, df: pd.DataFrame) -> list[str]:
+    """Per entry, what its interval rests on: the units resampled (and how many), the seeds, the resampling."""
+    iv = ctx.interval
+    how = data.run_tag(list(df.run_id), BOOTSTRAP_TAG) if iv.units else {}
+    out = []
+    for row in df.to_dict("records"):
+        count = row.get(iv.count) if iv.count else None
+        units = (f"{int(count)} {iv.units}" if count is not None and pd.notna(count) else iv.units) if iv.units \
+            else "posterior draws"
+        seeds = int(row["n_runs"]) if pd.notna(row.get("n_runs")) else 1
+        text = f"{iv.level:.0%} interval over {units}; {seeds} seed{'s' if seeds != 1 else ''}"
+        text += " (bounds averaged)" if seeds > 1 else ""
+        if iv.units:
+            text += f"<br>bootstrap: {how.get(row['run_id'], 'not recorded')}"
+        out.append(text)
+    return out
 
 
 def _pairwise_matrix(ctx: Ctx, part: pd.DataFrame, fig: FigureInfo) -> tuple[np.ndarray | None, str]:
@@ -131,6 +152,10 @@ def _pairwise_matrix(ctx: Ctx, part: pd.DataFrame, fig: FigureInfo) -> tuple[np.
     if ctx.interval is None:
         return None, ""
     iv = ctx.interval
+    if iv.units:  # a bootstrap interval of any metric, not a rate's posterior
+        p = _prob_normal(tuple(part[ctx.sort.key]), tuple(part[iv.low]), tuple(part[iv.high]), iv.level)
+        return p, (f"Each entry as a normal with its value and the spread of its {iv.level:.0%} bootstrap interval "
+                   f"over its {iv.units}; entries independent.")
     try:
         p = _prob_intervals(tuple(names), tuple(part[ctx.sort.key]), tuple(part[iv.low]), tuple(part[iv.high]),
                             iv.level)
@@ -144,6 +169,11 @@ def _pairwise_matrix(ctx: Ctx, part: pd.DataFrame, fig: FigureInfo) -> tuple[np.
 @st.cache_data(max_entries=64, show_spinner=False)
 def _prob_intervals(names: tuple, mean: tuple, low: tuple, high: tuple, level: float) -> np.ndarray:
     return ranking.prob_greater_intervals(list(names), mean, low, high, level)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _prob_normal(mean: tuple, low: tuple, high: tuple, level: float) -> np.ndarray:
+    return ranking.prob_greater_normal(mean, low, high, level)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

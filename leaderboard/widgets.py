@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -19,16 +21,35 @@ No finished **{title}** runs in the index `{db}` yet.
 Launch a sweep into the store, index it, then reload this page:
 
 ```bash
-countboard-sweep -m model={models} dataset=<dataset> task=<task> tracking.store_dir=mlruns
-countboard index --store mlruns
+countboard-sweep -m model={models} dataset=<dataset> task=<task> {sweep}
+countboard index {index}
 ```
 {kinds}"""
 
 
+def store_args() -> tuple[str, str]:
+    """The sweep's and the index's arguments that name the store this page reads: the indexed store where it is
+    now (``$COUNTBOARD_STORE`` when ``countboard leaderboard`` set it), else the store the environment names (the
+    default ``mlruns`` when none does).
+
+    Example (a local store in ``/data/my runs``): ``("'tracking.store_dir=/data/my runs'", "--store '/data/my runs'")``.
+    """
+    from countboard.tracking import address
+
+    folder = data.store_dirs()[1]
+    uri = data.store_uri()
+    addr = address.parse(folder) if folder is not None else address.parse(uri) if uri else address.resolve()
+    if addr.is_embedded:
+        return shlex.quote(f"tracking.store_dir={addr.folder}"), f"--store {shlex.quote(str(addr.folder))}"
+    return f"tracking=server {shlex.quote(f'tracking.uri={addr.uri}')}", f"--store {shlex.quote(addr.uri)}"
+
+
 def launch_hint(lead: str, sweep_args: str) -> None:
-    """An info box: ``lead``, then the sweep to launch (``countboard-sweep <sweep_args>``) and how to index it."""
-    st.info(f"{lead} Launch a sweep, e.g.\n\n```bash\ncountboard-sweep {sweep_args} tracking.store_dir=mlruns\n"
-            "countboard index --store mlruns\n```\n\nthen reload this page.")
+    """An info box: ``lead``, then the sweep to launch (``countboard-sweep <sweep_args>``) into the store this page
+    reads and how to index it."""
+    sweep, index = store_args()
+    st.info(f"{lead} Launch a sweep, e.g.\n\n```bash\ncountboard-sweep {sweep_args} {sweep}\n"
+            f"countboard index {index}\n```\n\nthen reload this page.")
 
 
 def run_picker(runs: pd.DataFrame, unit: str, default_n: int, key: str) -> tuple[str, str, int]:
@@ -56,8 +77,9 @@ def empty_state(family: str) -> None:
     fam = data.family(family)
     kinds = f"Models of kind {', '.join(f'`{k}`' for k in fam.model_kinds)} belong here." if fam and fam.model_kinds \
         else ""
+    sweep, index = store_args()
     st.info(SWEEP_HINT.format(title=data.family_title(family), db=data.db_path(), models="<model_a>,<model_b>",
-                              kinds=kinds))
+                              kinds=kinds, sweep=sweep, index=index))
     if not data.index_exists():
         st.caption("There is no index file yet: `countboard index` creates it from the MLflow store.")
 
@@ -90,6 +112,7 @@ def metric_picker(family: str, metrics: list[MetricInfo], key_prefix: str) -> tu
     """The metric to rank by (default: the family's main metric) and the columns to show (default: the
     schema's ``columns``)."""
     fam = data.family(family)
+    metrics = [m for m in metrics if m.bound_of is None]  # a bound is shown beside its metric, never on its own
     keys = [m.key for m in metrics]
     main = fam.main_metric if fam and fam.main_metric in keys else keys[0]
     by_key = {m.key: m for m in metrics}
@@ -136,16 +159,49 @@ def ranking_frame(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo,
     if interval is not None:
         out[interval.low] = df[interval.low].to_numpy(dtype=float)
         out[interval.high] = df[interval.high].to_numpy(dtype=float)
+        if interval.count and interval.count in df:
+            out[interval.count] = df[interval.count].to_numpy(dtype=float)
     spread = f"{sort.key}{SPREAD_SUFFIX}"
     if spread in df and "n_runs" in df and (df["n_runs"] > 1).any():  # seeds of a cell: mean, spread and n
         out[spread] = df[spread].to_numpy(dtype=float)
         out["n_runs"] = df["n_runs"].to_numpy(dtype=int)
     for col in ("dataset", "split", *extra):
+        if col in ("dataset", "split") and df[col].nunique(dropna=False) == 1:
+            continue  # one dataset and split: named in the caption, not repeated on every row
         out[col] = df[col].astype(object).where(df[col].notna(), MISSING).to_numpy()
     for m in metrics:
         if m.key not in out:
             out[m.key] = df[m.key].to_numpy(dtype=float)
     out["run"] = [data.run_url(e, r) for e, r in zip(df.experiment_id, df.run_id, strict=True)]
+    return out
+
+
+def interval_help(interval: IntervalInfo) -> str:
+    """What an interval column holds: its level and method, and where its units and seeds are shown."""
+    if interval.units:
+        return (f"Equal-tailed {interval.level:.0%} percentile bootstrap interval over the run's {interval.units} "
+                "(drawn once when the run was summarised; the run's `bootstrap` tag names the resamples and seed). "
+                "With several seeds, each bound is their mean. Entries whose intervals overlap share a rank range; "
+                "the interval chart below names each entry's units and seeds on hover.")
+    return f"Equal-tailed {interval.level:.0%} credible interval of the posterior."
+
+
+def dashes(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with missing text and times shown as "—" (the grid prints "None" for them); times become
+    ``YYYY-MM-DD HH:MM:SS`` text, which sorts as the times do. Numbers stay numbers (format them with
+    ``na_rep=MISSING`` in a Styler).
+
+    Example:
+        >>> dashes(pd.DataFrame({"a": ["x", None], "t": pd.to_datetime(["2026-01-02 03:04:05", None])})).values.tolist()
+        [['x', '2026-01-02 03:04:05'], ['—', '—']]
+    """
+    out = df.copy()
+    for col in out.columns:
+        values = out[col]
+        if pd.api.types.is_datetime64_any_dtype(values):
+            out[col] = values.dt.strftime("%Y-%m-%d %H:%M:%S").astype(object).where(values.notna(), MISSING)
+        elif values.dtype == object or pd.api.types.is_string_dtype(values):
+            out[col] = values.astype(object).where(values.notna(), MISSING)
     return out
 
 
@@ -181,9 +237,14 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
     formats = {k: _formatter(m.fmt) for k, m in infos.items()}
     if interval is not None:
         pct = f"{interval.level:.0%}"
+        how = interval_help(interval)
         for bound, side in ((interval.low, "low"), (interval.high, "high")):
-            config[bound] = st.column_config.NumberColumn(f"{pct} {side}", pinned=True)
+            config[bound] = st.column_config.NumberColumn(f"{pct} {side}", pinned=True, help=how)
             formats[bound] = _formatter(sort.fmt)
+        if interval.count in frame:
+            config[interval.count] = st.column_config.NumberColumn(
+                "n", help=f"{interval.units.capitalize()} the interval resamples (per run).")
+            formats[interval.count] = _formatter("d")
     spread = f"{sort.key}{SPREAD_SUFFIX}"
     if spread in frame:
         config[spread] = st.column_config.NumberColumn("± sd (seeds)", pinned=True,
@@ -191,15 +252,80 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
                                                             "of the cell; the value is their mean.")
         formats[spread] = _formatter(sort.fmt)
         config["n_runs"] = st.column_config.NumberColumn("seeds", pinned=True)
-    config["run"] = st.column_config.LinkColumn("MLflow", display_text="open run")
+    config["run"] = st.column_config.LinkColumn("MLflow", display_text="open run",
+                                                help="The run's page in the MLflow UI.")
     config["rank"] = st.column_config.TextColumn("#", pinned=True, help="Rank within dataset and split; entries "
                                                  "whose intervals overlap share a rank range, equal values a rank.")
     config["model"] = st.column_config.TextColumn("model", pinned=True)
     direction = "higher is better" if sort.higher_is_better is not False else "lower is better"
     how = f", with its {interval.level:.0%} interval" if interval is not None else " (no interval in the schema)"
-    st.caption(f"Ranked by **{sort.display}** ({direction}){how}; ↑ higher is better, ↓ lower is better.")
-    st.dataframe(frame.style.format(formats, na_rep=MISSING), column_config=config, hide_index=True, key=key)
+    where = " · ".join(f"{c} {df[c].iloc[0]}" for c in ("dataset", "split")
+                       if c not in frame and c in df and len(df) and pd.notna(df[c].iloc[0]))
+    st.caption(f"Ranked by **{sort.display}** ({direction}){how}{f' on {where}' if where else ''}; "
+               "↑ higher is better, ↓ lower is better.")
+    shown, config = with_dashes(frame, config, formats)
+    parts = wrap_columns(frame, config, formats)
+    for i, cols in enumerate(parts):
+        if i:
+            st.caption(f"{len(cols) - 2} more column{'s' if len(cols) > 3 else ''} of the same entries, in the same "
+                       "order (each table is as wide as the page):")
+        st.dataframe(shown[cols].style.format({k: f for k, f in formats.items() if k in cols and
+                                               k in shown.select_dtypes("number")}),
+                     column_config=config, hide_index=True, key=f"{key}_more{i}" if key and i else key)
     return frame
+
+
+def with_dashes(frame: pd.DataFrame, config: dict, formats: dict) -> tuple[pd.DataFrame, dict]:
+    """``frame`` for the grid: a number column with a missing value becomes its formatted text, "—" where missing,
+    right-aligned (the grid draws "None" for a missing number whatever a Styler says)."""
+    shown, config = frame.copy(), dict(config)
+    for k, fmt in formats.items():
+        if k in shown and shown[k].isna().any():
+            shown[k] = [fmt(v) for v in shown[k]]
+            c = config.get(k) or {}
+            config[k] = st.column_config.TextColumn(c.get("label") or k, help=c.get("help"), pinned=c.get("pinned"),
+                                                    alignment="right")
+    return shown, config
+
+
+# Width the ranking table may take on a 1,280 px window (the page's column, sidebar open), and an upper estimate of
+# a grid column's width: characters of its widest cell or header at ~7.5 px, plus padding and the sort marker.
+TABLE_WIDTH_PX = 800
+_CHAR_PX, _PAD_PX = 7.5, 30
+
+
+def column_px(frame: pd.DataFrame, key: str, label: str, fmt=None) -> float:
+    """Estimated width of column ``key`` headed ``label`` (``fmt`` renders its values)."""
+    values = frame[key].head(50)
+    texts = [fmt(v) if fmt else ("" if v is None else str(v)) for v in values]
+    return _CHAR_PX * max([len(label), *map(len, texts)]) + _PAD_PX
+
+
+def wrap_columns(frame: pd.DataFrame, config: dict, formats: dict, width: float = TABLE_WIDTH_PX) -> list[list[str]]:
+    """The ranking table's columns in tables that each fit in ``width``: the first has the pinned columns and the
+    others that fit beside them, in order; the columns that do not fit wrap to further tables, each headed by rank
+    and model, instead of being cut off at the page's edge.
+
+    Example:
+        >>> f = pd.DataFrame({"rank": ["1"], "model": ["m"], "a_long_metric_name": [1.0], "b_long_metric_name": [2.0]})
+        >>> wrap_columns(f, {"rank": {"pinned": True}, "model": {"pinned": True}}, {}, width=300)
+        [['rank', 'model', 'a_long_metric_name'], ['rank', 'model', 'b_long_metric_name']]
+    """
+    def px(k: str) -> float:
+        label = (config.get(k) or {}).get("label") or k
+        text = ((config.get(k) or {}).get("type_config") or {}).get("display_text")
+        return _CHAR_PX * len(text) + _PAD_PX if text else column_px(frame, k, label, formats.get(k))
+
+    pinned = [k for k in frame.columns if (config.get(k) or {}).get("pinned")]
+    parts, part, used = [], list(pinned), sum(px(k) for k in pinned)
+    head = ["rank", "model"]
+    for k in (c for c in frame.columns if c not in pinned):
+        if used + px(k) > width and len(part) > (len(pinned) if not parts else len(head)):
+            parts.append(part)
+            part, used = list(head), sum(px(h) for h in head)
+        part.append(k)
+        used += px(k)
+    return [*parts, part]
 
 
 def missing(what: str, path: str) -> None:

@@ -126,3 +126,49 @@ def test_every_metric_that_has_an_interval_declares_it_in_the_schema():
     for fam in schema.families.values():
         if fam.key != "engine":
             assert fam.page, f"family {fam.key} names no leaderboard page"
+
+
+def test_two_counters_0004_apart_on_24_images_share_a_rank_range():
+    """Issue 25: CntF1 was ranked without an interval, so 0.004 on 24 images made two ranks. With the bootstrap
+    interval each run logs, overlapping intervals share the range 1–2."""
+    from countboard.metrics import bootstrap as bs
+
+    rng = np.random.default_rng(24)
+    per_image = rng.beta(8, 2, 24)
+    runs = {"a": per_image, "b": per_image - 0.004}
+    rows = []
+    for model, values in runs.items():
+        stat = bs.UnitStatistic((values,), bs.mean)
+        lo, hi = bs.bootstrap_interval(stat)
+        rows.append({"model": model, "dataset": "fsc147", "split": "test", "cnt_f1": stat.value(),
+                     "cnt_f1__low": lo, "cnt_f1__high": hi, "n_mosaic_images": 24, "experiment_id": "1",
+                     "run_id": f"run_{model}"})
+    df = pd.DataFrame(rows)
+    assert df.cnt_f1[0] - df.cnt_f1[1] == pytest.approx(0.004)
+    sort = load_schema().metric("cnt_f1")
+    assert sort.interval is not None and sort.interval.low == "cnt_f1__low"
+    assert widgets.ranking_frame(df, [], sort)["rank"].tolist() == ["1", "2"]  # without the interval
+    frame = widgets.ranking_frame(df, [], sort, sort.interval)
+    assert frame["rank"].tolist() == ["1–2", "1–2"]
+    assert frame["n_mosaic_images"].tolist() == [24, 24]
+
+
+def test_prob_greater_of_bootstrap_intervals_against_sampling():
+    mean, low, high = np.array([3.0, 3.4, 9.0]), np.array([2.0, 2.6, 8.0]), np.array([4.0, 4.2, 10.0])
+    p = ranking.prob_greater_normal(mean, low, high, 0.9)
+    rng = np.random.default_rng(2)
+    sd = (high - low) / (2 * stats.norm.ppf(0.95))
+    draws = rng.normal(mean[:, None], sd[:, None], (3, 200_000))
+    assert p[0, 1] == pytest.approx((draws[0] > draws[1]).mean(), abs=0.01)
+    np.testing.assert_allclose(p + p.T, 1.0)
+    assert p[2, 0] > 0.999
+
+
+def test_interval_bounds_are_not_offered_as_metrics_to_rank_by():
+    """Bootstrap bounds are declared with their metric (``bound_of``) and shown beside it, never as a choice."""
+    schema = load_schema()
+    bounds = [m for m in schema.metrics.values() if m.bound_of]
+    assert {"cnt_f1__low", "nmn__high", "iou_soft__low", "mc_mae_macro__high"} <= {m.key for m in bounds}
+    for m in bounds:
+        owner = schema.metric(m.bound_of)
+        assert m.key in (owner.interval.low, owner.interval.high) and m.higher_is_better == owner.higher_is_better
