@@ -20,10 +20,21 @@ VIEW_COLUMNS = ("SELECT column_name FROM duckdb_columns() WHERE table_name = ? A
 
 META = "SELECT key, value FROM meta"
 
+# Per family: finished complete runs (what the pages rank), finished smoke runs (``partial``: hidden unless the
+# page's toggle lets them in), failed runs (never ranked) and complete runs with failed units (ranked on the units
+# they scored).
 FAMILY_COUNTS = """
-SELECT family, count(*) AS n FROM runs
-WHERE status = 'FINISHED' AND NOT is_sweep AND family IS NOT NULL
-GROUP BY family ORDER BY family
+SELECT r.family,
+       count(*) FILTER (WHERE r.status = 'FINISHED' AND NOT coalesce(p.value = 'true', false)) AS n,
+       count(*) FILTER (WHERE r.status = 'FINISHED' AND coalesce(p.value = 'true', false)) AS n_partial,
+       count(*) FILTER (WHERE r.status = 'FAILED') AS n_failed,
+       count(*) FILTER (WHERE r.status = 'FINISHED' AND NOT coalesce(p.value = 'true', false)
+                        AND coalesce(TRY_CAST(f.value AS BIGINT), 0) > 0) AS n_failed_units
+FROM runs r
+     LEFT JOIN tags p ON p.run_id = r.run_id AND p.key = 'partial'
+     LEFT JOIN tags f ON f.run_id = r.run_id AND f.key = 'n_failed_units'
+WHERE NOT r.is_sweep AND r.family IS NOT NULL
+GROUP BY r.family ORDER BY r.family
 """
 
 FAMILY_CHOICES = """

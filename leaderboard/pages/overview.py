@@ -15,8 +15,9 @@ FAILED_SHOWN = 20
 PAGE_FILE = "pages/{page}.py"
 
 
-def best_entry(fam: FamilyInfo) -> tuple[pd.Series, str] | None:
-    """The top entry of the family by its main metric (first dataset/split in the ranking) and its value text."""
+def best_entry(fam: FamilyInfo) -> tuple[pd.Series, str, int] | None:
+    """The top entry of the family by its main metric (first dataset/split in the ranking), its value text and how
+    many entries the family's page ranks by default (complete runs only, as the page shows them)."""
     metrics = data.view_metrics(fam.key)
     main = next((m for m in metrics if m.key == fam.main_metric), None)
     if main is None:
@@ -32,26 +33,58 @@ def best_entry(fam: FamilyInfo) -> tuple[pd.Series, str] | None:
     if interval is not None and pd.notna(top[interval.low]) and pd.notna(top[interval.high]):
         text += (f" [{format(top[interval.low], main.fmt or '.3f')}, {format(top[interval.high], main.fmt or '.3f')}]"
                  f" ({interval.level:.0%} interval)")
-    return top, text
+    return top, text, len(df)
 
 
-def family_card(fam: FamilyInfo, n: int) -> None:
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def hidden_note(counts: dict) -> str:
+    """What the family's page does not rank: smoke runs, failed runs; and complete runs that lost units.
+
+    Example:
+        >>> hidden_note({"n_partial": 4, "n_failed": 1, "n_failed_units": 0})
+        '4 smoke (partial) runs hidden: the page shows them with "Include partial (smoke) runs". 1 failed run not ranked (see Runs).'
+    """
+    notes = []
+    if counts.get("n_partial"):
+        notes.append(f"{_plural(counts['n_partial'], 'smoke (partial) run')} hidden: the page shows them with "
+                     '"Include partial (smoke) runs".')
+    if counts.get("n_failed"):
+        notes.append(f"{_plural(counts['n_failed'], 'failed run')} not ranked (see Runs).")
+    if counts.get("n_failed_units"):
+        notes.append(f"{_plural(counts['n_failed_units'], 'ranked run')} with failed units, ranked on the units "
+                     "they scored.")
+    return " ".join(notes)
+
+
+def family_card(fam: FamilyInfo, counts: dict) -> None:
+    """The family's link, labelled with the entries its page ranks, the best of them and what the page hides."""
+    n = int(counts.get("n", 0))
+    best = best_entry(fam) if n else None
     with st.container(border=True):
-        label = f"{fam.display}: {n} finished run{'s' if n != 1 else ''}"
+        k = best[2] if best else 0
+        label = f"{fam.display}: {k} {'entry' if k == 1 else 'entries'}"  # a link label does not wrap: keep it short
         if fam.page:
             st.page_link(PAGE_FILE.format(page=fam.page), label=label, query_params={"section": fam.key})
         else:
             st.markdown(f"**{label}**")
-        best = best_entry(fam) if n else None
+        note = ((f"Ranked from {_plural(n, 'complete finished run')}. " if n else "") + hidden_note(counts)).strip()
         if best is None:
             kinds = ", ".join(fam.model_kinds) or "any"
-            st.caption(f"Empty: launch a sweep of {kinds} models, e.g. `countboard-sweep -m model=<a>,<b> "
-                       f"dataset=<dataset> task=<task>`, then `countboard index`.")
+            lead = "No complete run yet." if counts.get("n_partial") or counts.get("n_failed") else "Empty:"
+            note = hidden_note(counts)
+            sweep, index = widgets.store_args()
+            st.caption(f"{lead} {note} Launch a sweep of {kinds} models, e.g. `countboard-sweep -m model=<a>,<b> "
+                       f"dataset=<dataset> task=<task> {sweep}`, then `countboard index {index}`.".replace("  ", " "))
             return
-        top, text = best
+        top, text, _ = best
         where = " · ".join(str(top[c]) for c in ("dataset", "split", "evaluator", "task")
                            if c in top and pd.notna(top[c]))
         st.markdown(f"Best: **{top.model}** — {text}  \n{where} · [run]({data.run_url(top.experiment_id, top.run_id)})")
+        if note:
+            st.caption(note)
 
 
 def store_state() -> None:
@@ -75,7 +108,7 @@ def store_state() -> None:
         failed.insert(0, "link", [data.run_url(e, r) for e, r in zip(failed.experiment_id, failed.run_id,
                                                                       strict=True)])
         st.markdown(f"**Failed runs** (latest {min(len(failed), FAILED_SHOWN)}; the error tag of each)")
-        st.dataframe(failed.drop(columns=["experiment_id"]).fillna(widgets.MISSING), hide_index=True,
+        st.dataframe(widgets.dashes(failed.drop(columns=["experiment_id"])), hide_index=True,
                      key="ov_failed", column_config={
                          "link": st.column_config.LinkColumn("MLflow", display_text="open run"),
                          "error": st.column_config.TextColumn("error", width="large")})
@@ -88,15 +121,15 @@ def main() -> None:
     if widgets.index_unusable():
         return
     counts = data.query(queries.FAMILY_COUNTS)
-    if counts.empty:
-        widgets.launch_hint("The index has no finished runs yet.",
+    if counts.empty or not counts.n.sum():
+        widgets.launch_hint("The index has no complete finished run yet.",
                             "-m model=<model_a>,<model_b> dataset=<dataset> task=<task>")
-    by_family = dict(zip(counts.family, counts.n, strict=True)) if not counts.empty else {}
+    by_family = {row["family"]: row for row in counts.to_dict("records")} if not counts.empty else {}
     fams = [f for f in load_schema().families.values() if f.page]
     cols = st.columns(2)
     for i, fam in enumerate(fams):
         with cols[i % 2]:
-            family_card(fam, int(by_family.get(fam.key, 0)))
+            family_card(fam, by_family.get(fam.key, {}))
     store_state()
 
 

@@ -22,17 +22,23 @@ def compare(runs: pd.DataFrame) -> None:
     st.link_button("Open in MLflow's compare view", data.compare_url(ids, list(runs.experiment_id)))
     params = data.query(queries.PARAMS_OF_RUNS, (ids,))
     metrics = data.query(queries.METRICS_OF_RUNS, (ids,))
-    cols = st.columns(2)
+    # one table under the other, each as wide as the page: side by side, the key column took half of a half-width
+    # table and the runs' values were pushed out of sight
+    per_run = {names[r]: st.column_config.Column(names[r], width="medium") for r in ids}
     if not params.empty:
         wide = params.pivot_table(index="key", columns="run_id", values="value", aggfunc="first")
         wide = wide.reindex(columns=ids).rename(columns=names)
         differ = wide[wide.nunique(axis=1, dropna=False) > 1]
-        cols[0].markdown(f"**Params that differ** ({len(differ)} of {len(wide)})")
-        cols[0].dataframe(differ.fillna(widgets.MISSING), key="runs_params_diff")
+        st.markdown(f"**Params that differ** ({len(differ)} of {len(wide)})")
+        st.dataframe(differ.fillna(widgets.MISSING), key="runs_params_diff", column_config=per_run)
     if not metrics.empty:
         wide = metrics.pivot_table(index="key", columns="run_id", values="value", aggfunc="first")
-        cols[1].markdown("**Metrics**")
-        cols[1].dataframe(wide.reindex(columns=ids).rename(columns=names), key="runs_metrics")
+        wide = wide.reindex(columns=ids).rename(columns=names)
+        st.markdown("**Metrics**")
+        # text, "—" where a run lacks the metric: the grid draws "None" for a missing number
+        shown = wide.map(lambda v: widgets.format_value(v, ".4g"))
+        per_run = {k: st.column_config.TextColumn(k, width="medium", alignment="right") for k in per_run}
+        st.dataframe(shown, key="runs_metrics", column_config=per_run)
 
 
 def filters(facets: pd.DataFrame) -> tuple:
@@ -70,9 +76,8 @@ def main() -> None:
     if runs.empty:
         st.info("No runs match this search.")
         return
-    shown = runs.drop(columns=["experiment_id"]).astype({"error": object})
-    event = st.dataframe(shown.fillna({"error": "", "family": widgets.MISSING, "task": widgets.MISSING}),
-                         hide_index=True, key="runs_table", on_select="rerun", selection_mode="multi-row",
+    shown = widgets.dashes(runs.drop(columns=["experiment_id"]).astype({"error": object}).fillna({"error": ""}))
+    event = st.dataframe(shown, hide_index=True, key="runs_table", on_select="rerun", selection_mode="multi-row",
                          column_config={"link": st.column_config.LinkColumn("MLflow", display_text="open run",
                                                                             pinned=True),
                                         "run_name": st.column_config.TextColumn("run", pinned=True)})

@@ -41,10 +41,15 @@ def expected_ranking(values: pd.DataFrame, family: str, key: str, by_evaluator: 
 
 
 def family_table(at: AppTest, family: str) -> pd.DataFrame:
-    """The ranking table of ``family`` on the page (synthetic model names start with the family key)."""
-    for df in at.dataframe:
-        table = df.value
+    """The ranking table of ``family`` on the page (synthetic model names start with the family key), with the
+    columns that wrapped to the table below it (same rank and model, in the same order) joined back."""
+    tables = [df.value for df in at.dataframe]
+    for i, table in enumerate(tables):
         if "model" in table and len(table) and table.model.str.startswith(f"{family}_model_").all():
+            for more in tables[i + 1:]:
+                if list(more.columns[:2]) != ["rank", "model"] or not more.model.equals(table.model):
+                    break
+                table = pd.concat([table, more.drop(columns=["rank", "model"])], axis=1)
             return table
     raise AssertionError(f"no ranking table of family {family!r} on the page")
 
@@ -79,11 +84,12 @@ def test_ranking_by_a_lower_is_better_metric_is_ascending(monkeypatch, filled_in
     lower = next(m.key for m in load_schema().family_metrics(family) if m.higher_is_better is False)
     at = open_page(monkeypatch, db, "pages/counters.py")
     at.selectbox(key="f_counters_sort").set_value(lower).run()
-    table = at.dataframe[0].value
+    table = family_table(at, family)
     expected = expected_ranking(store.values, family, lower, by_evaluator=False)
     assert list(table.model) == list(expected.model)
-    for _, group in table.groupby(["dataset", "split"]):
-        assert list(group[lower]) == sorted(group[lower])
+    assert "dataset" not in table  # one dataset and split: named in the caption instead of on every row
+    assert any("on dataset fsc147 · split test" in c.value for c in at.caption)
+    assert list(table[lower]) == sorted(table[lower])
 
 
 def test_dataset_filter_keeps_only_that_dataset(monkeypatch, filled_index):
@@ -92,26 +98,32 @@ def test_dataset_filter_keeps_only_that_dataset(monkeypatch, filled_index):
     at = open_page(monkeypatch, db, page, section=family)
     at.selectbox(key=f"f_{family}_dataset").set_value("carpk").run()
     table = family_table(at, family)
-    assert set(table.dataset) == {"carpk"}
+    assert "dataset" not in table and any("on dataset carpk" in c.value for c in at.caption)
     assert len(table) == ((store.values.family == family) & (store.values.dataset == "carpk")).sum()
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_empty_store_explains_how_to_launch_a_sweep(monkeypatch, empty_index, page):
-    _, db = empty_index
+    store, db = empty_index
     at = open_page(monkeypatch, db, page)
     assert not at.exception and not at.error
     text = " ".join(i.value for i in at.info)
     assert "countboard-sweep" in text and "countboard index" in text
+    # the store this page reads, not a hard-coded ./mlruns
+    assert f"tracking.store_dir={store.store_dir}" in text and f"--store {store.store_dir}" in text, text
+    assert "store_dir=mlruns" not in text
 
 
 def test_overview_counts_finished_runs_per_family(monkeypatch, filled_index):
     store, db = filled_index
     at = open_page(monkeypatch, db, "pages/overview.py")
-    text = " ".join(str(getattr(e, "label", "")) for e in at.get("page_link")) + " ".join(m.value for m in at.markdown)
-    for family, n in store.values.family.value_counts().items():
+    labels = [e.proto.label for e in at.get("page_link")]
+    captions = [c.value for c in at.caption]
+    for family, runs in store.values.groupby("family"):
         display = load_schema().families[family].display
-        assert f"{display}: {n} finished run" in text
+        entries = len(runs.drop_duplicates(["model", "dataset", "split", "evaluator"]))
+        assert f"{display}: {entries} entries" in labels, labels
+        assert any(c.startswith(f"Ranked from {len(runs)} complete finished runs.") for c in captions), captions
 
 
 def test_missing_index_says_to_build_it(monkeypatch, tmp_path):

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -40,14 +41,19 @@ PAGES = {"overview": None, "counters": 'a[href*="section=counters"]',
          "annotate": '[data-testid="stSidebarNav"] a[href$="/annotate"]'}
 NO_TABLE = ("overview", "annotate")
 OTHER_INDEX_ENV = "COUNTBOARD_BROWSER_INDEX"
+ROW_PX = 35  # height of a header or body row of Streamlit's data grid
 PROBE = """JSON.stringify({
   tables: document.querySelectorAll('[data-testid="stDataFrame"]').length,
   links: document.querySelectorAll('[data-testid="stPageLink"]').length,
   exceptions: document.querySelectorAll('[data-testid="stException"]').length,
   errors: document.querySelectorAll('[data-testid="stAlertContentError"]').length,
   running: !!document.querySelector('[data-testid="stStatusWidget"]'),
+  widths: Array.from(document.querySelectorAll('[data-testid="stDataFrame"]')).map(t => {
+    const s = t.querySelector('.dvn-scroller'); return s ? [s.scrollWidth, s.clientWidth] : null; }),
   cells: Array.from(document.querySelectorAll('[data-testid="stDataFrame"]')).slice(0, 1).flatMap(
     t => Array.from(t.querySelectorAll('[role="gridcell"]')).slice(0, 12).map(c => c.innerText)),
+  all_cells: Array.from(document.querySelectorAll('[data-testid="stDataFrame"]')).map(
+    t => Array.from(t.querySelectorAll('[role="gridcell"]')).map(c => c.innerText)),
   text: document.body.innerText})"""
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -62,10 +68,39 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(filled_index, tmp_path_factory):
-    """``streamlit run`` of the app over the filled index (or ``$COUNTBOARD_BROWSER_INDEX``, e.g. the 5,000-run
-    index of ``benchmarks/leaderboard_render.py``), bound to loopback."""
-    db = Path(os.environ.get(OTHER_INDEX_ENV) or filled_index[1])
+def board_index(filled_index, tmp_path_factory):
+    """The filled store (copied) plus one smoke run of a counter with the best CntF1 of all: a partial run, which
+    the Counters page hides and the Overview must count apart."""
+    import sqlite3
+
+    from mlflow.tracking import MlflowClient
+
+    from countboard.index import build_index
+
+    store, _ = filled_index
+    root = tmp_path_factory.mktemp("lb_board")
+    src, dst = sqlite3.connect(store.store_dir / "mlflow.db"), sqlite3.connect(root / "mlflow.db")
+    with dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    tags = {"family": "counters", "model": "counters_model_2", "dataset": "fsc147", "split": "test",
+            "task": "counters_task", "model_kind": "counter", "config_hash": "smoke", "partial": "true"}
+    run = client.create_run(store.experiment_id, run_name="counters_model_2-smoke", tags=tags)
+    client.log_metric(run.info.run_id, "cnt_f1", 0.999)
+    client.set_terminated(run.info.run_id, "FINISHED")
+    db = root / "index.duckdb"
+    build_index(uri, db)
+    return store, db
+
+
+@pytest.fixture(scope="module")
+def server(board_index, tmp_path_factory):
+    """``streamlit run`` of the app over the filled index and its smoke run (or ``$COUNTBOARD_BROWSER_INDEX``, e.g.
+    the 5,000-run index of ``benchmarks/leaderboard_render.py``), bound to loopback."""
+    db = Path(os.environ.get(OTHER_INDEX_ENV) or board_index[1])
     port = _free_port()
     log = tmp_path_factory.mktemp("streamlit") / "server.log"
     env = {**os.environ, "COUNTBOARD_INDEX_DB": str(db), "COUNTBOARD_MLFLOW_UI": "http://127.0.0.1:5000"}
@@ -135,6 +170,9 @@ async def _render_all(base: str, shots: Path) -> dict[str, dict]:
                         f"(() => {{ const a = document.querySelector('{link}'); if (a) a.click(); return !!a; }})()"))
                     assert found["result"]["value"], f"no link {link} on the Overview"
                 results[name] = await _settle(call, name)
+                if name == "runs":  # pick two runs of different families: their metrics side by side
+                    await _click_rows(call, (0, 4))
+                    results[name] = await _settle(call, name, tables=3)
                 results[name]["console_errors"] = _console_errors(events)
                 results[name]["requests"] = [e["params"]["request"]["url"] for e in events
                                              if e["method"] == "Network.requestWillBeSent"]
@@ -162,14 +200,28 @@ def _console_errors(events: list[dict]) -> list[str]:
     return out
 
 
-async def _settle(call, name: str, timeout: float = 90.0) -> dict:
-    """Probe until the script has finished and the page's main element is drawn, twice in a row."""
+async def _click_rows(call, rows: tuple[int, ...]) -> None:
+    """Tick the selection boxes of ``rows`` of the page's first table (the grid is a canvas: click where they are)."""
+    box = await call("Runtime.evaluate", returnByValue=True, expression=(
+        "JSON.stringify(document.querySelector('[data-testid=\"stDataFrame\"]').getBoundingClientRect())"))
+    rect = json.loads(box["result"]["value"])
+    for row in rows:
+        x, y = rect["left"] + 18, rect["top"] + ROW_PX * (row + 1) + ROW_PX / 2
+        for kind in ("mousePressed", "mouseReleased"):
+            await call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+        await asyncio.sleep(1.5)
+
+
+async def _settle(call, name: str, timeout: float = 90.0, tables: int = 0) -> dict:
+    """Probe until the script has finished and the page's main element is drawn (and ``tables`` tables), twice in
+    a row."""
     deadline, stable, probe, previous = time.time() + timeout, 0, {}, {}
     await asyncio.sleep(1.0)
     while time.time() < deadline:
         res = await call("Runtime.evaluate", expression=PROBE, returnByValue=True)
         probe = json.loads(res["result"]["value"])
         drawn = probe["links"] if name == "overview" else (probe["text"] if name in NO_TABLE else probe["cells"])
+        drawn = drawn and probe["tables"] >= tables
         # settled: drawn, not running, and the same first cells twice (the grid fills its cells lazily)
         same = probe["cells"] == previous.get("cells")
         stable = stable + 1 if drawn and not probe["running"] and same else 0
@@ -213,8 +265,35 @@ def test_page_requests_nothing_outside_loopback(rendered, page):
 
 
 def test_no_none_printed_in_tables(rendered):
+    """Every drawn cell of every table (the Runs page with two runs of different families side by side, whose
+    metrics differ: issue 25 saw "None" there): a missing value is "—"."""
+    assert rendered["runs"]["tables"] == 3, rendered["runs"]["text"][:2000]
     for page, probe in rendered.items():
-        assert "None" not in probe["cells"], (page, probe["cells"])
+        for cells in probe["all_cells"]:
+            assert "None" not in cells and "nan" not in cells, (page, cells)
+    if not os.environ.get(OTHER_INDEX_ENV):
+        assert "—" in rendered["runs"]["all_cells"][2]  # a metric one of the two runs has not
+
+
+def test_side_by_side_runs_fit_the_page(rendered):
+    """Issue 25: the side-by-side tables were half as wide as the page, the runs' value columns out of sight."""
+    runs = rendered["runs"]
+    for scroll_width, client_width in runs["widths"][1:]:
+        assert scroll_width <= client_width + 1, runs["widths"]
+    values = [c for c in runs["all_cells"][2] if c not in ("", "—")]
+    assert any(c.replace(".", "", 1).replace("-", "", 1).isdigit() for c in values), runs["all_cells"][2][:40]
+
+
+def test_overview_counts_what_the_pages_rank_and_names_hidden_smoke_runs(rendered):
+    """Issue 25: a card said "4 finished runs" for a family whose page ranked none of them (smoke runs are hidden).
+    The counters here have 3 complete runs and 1 smoke run: the card counts the 3 entries and names the smoke run."""
+    if os.environ.get(OTHER_INDEX_ENV):
+        pytest.skip("the smoke run is added to the generated test store only")
+    text = rendered["overview"]["text"]
+    display = load_schema().families["counters"].display
+    assert re.search(re.escape(f"{display}: 3 entries") + r"\s", text), text[:3000]
+    assert "Ranked from 3 complete finished runs. 1 smoke (partial) run hidden" in text
+    assert f"{display}: 4 finished runs" not in text
 
 
 @pytest.mark.parametrize("family", ["counters", "grounding"])
@@ -232,3 +311,26 @@ def test_ranking_is_shown_best_first(rendered, filled_index, family):
     best = first.sort_values(main, ascending=not higher).model.iloc[0]
     cells = rendered[family]["cells"]
     assert cells[:2] == ["1", best], cells
+
+
+@pytest.mark.parametrize("page", ["counters", "grounding", "acs", "numeracy_human", "numeracy_autoeval"])
+def test_ranking_table_fits_at_1280px(rendered, page):
+    """Issue 25: the Counters ranking was wider than the page at 1,280 px, its last column ("Count drift (mean)")
+    cut off. The ranking fits the page: the columns that do not fit beside the ranked metric wrap to a second
+    table (rank and model first), and each table shows every column it has."""
+    probe = rendered[page]
+    parts = 1 + probe["text"].count("more column")
+    for scroll_width, client_width in probe["widths"][:parts]:
+        assert scroll_width <= client_width + 1, probe["widths"]
+    for cells in probe["all_cells"][1:parts]:
+        assert cells[:2] == probe["all_cells"][0][:2]  # the same first entry, rank and model
+
+
+@pytest.mark.parametrize("page", ["counters", "grounding"])
+def test_counters_and_grounding_rank_with_intervals(rendered, page):
+    """Issue 25: the counting and grounding metrics had no interval ("no interval in the schema")."""
+    if os.environ.get(OTHER_INDEX_ENV):
+        pytest.skip("the generated store logs every declared bound")
+    text = rendered[page]["text"]
+    assert "no interval in the schema" not in text
+    assert "with its 90% interval" in text and "Pairwise P(A > B)" in text
