@@ -11,7 +11,7 @@ from countboard.index.ddl import (
     quote_identifier,
     view_name,
 )
-from countboard.tracking.tags import ERROR
+from countboard.tracking.tags import ERROR, N_FAILED_UNITS, PARTIAL
 
 HAS_VIEW = "SELECT count(*) AS n FROM duckdb_views() WHERE view_name = ? AND database_name = current_database()"
 
@@ -23,7 +23,7 @@ META = "SELECT key, value FROM meta"
 # Per family: finished complete runs (what the pages rank), finished smoke runs (``partial``: hidden unless the
 # page's toggle lets them in), failed runs (never ranked) and complete runs with failed units (ranked on the units
 # they scored).
-FAMILY_COUNTS = """
+FAMILY_COUNTS = f"""
 SELECT r.family,
        count(*) FILTER (WHERE r.status = 'FINISHED' AND NOT coalesce(p.value = 'true', false)) AS n,
        count(*) FILTER (WHERE r.status = 'FINISHED' AND coalesce(p.value = 'true', false)) AS n_partial,
@@ -31,8 +31,8 @@ SELECT r.family,
        count(*) FILTER (WHERE r.status = 'FINISHED' AND NOT coalesce(p.value = 'true', false)
                         AND coalesce(TRY_CAST(f.value AS BIGINT), 0) > 0) AS n_failed_units
 FROM runs r
-     LEFT JOIN tags p ON p.run_id = r.run_id AND p.key = 'partial'
-     LEFT JOIN tags f ON f.run_id = r.run_id AND f.key = 'n_failed_units'
+     LEFT JOIN tags p ON p.run_id = r.run_id AND p.key = '{PARTIAL}'
+     LEFT JOIN tags f ON f.run_id = r.run_id AND f.key = '{N_FAILED_UNITS}'
 WHERE NOT r.is_sweep AND r.family IS NOT NULL
 GROUP BY r.family ORDER BY r.family
 """

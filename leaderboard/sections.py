@@ -17,8 +17,8 @@ import data
 import figures
 import ranking
 import widgets
-from countboard.metrics.bootstrap import TAG as BOOTSTRAP_TAG
 from countboard.schema import FigureInfo, IntervalInfo, MetricInfo
+from countboard.tracking import tags as tg
 
 MIN_PAIRWISE = 2
 # Charts of many entries are unreadable and slow: figures that overlay entries draw the best ones only, and say so.
@@ -124,7 +124,7 @@ def draw_intervals(ctx: Ctx, fig: FigureInfo) -> None:
 def interval_basis(ctx: Ctx, df: pd.DataFrame) -> list[str]:
     """Per entry, what its interval rests on: the units resampled (and how many), the seeds, the resampling."""
     iv = ctx.interval
-    how = data.run_tag(list(df.run_id), BOOTSTRAP_TAG) if iv.units else {}
+    how = data.run_tag(list(df.run_id), tg.BOOTSTRAP) if iv.units else {}
     out = []
     for row in df.to_dict("records"):
         count = row.get(iv.count) if iv.count else None
