@@ -29,7 +29,7 @@ SELECT r.family,
        count(*) FILTER (WHERE r.status = 'FINISHED' AND coalesce(p.value = 'true', false)) AS n_partial,
        count(*) FILTER (WHERE r.status = 'FAILED') AS n_failed,
        count(*) FILTER (WHERE r.status = 'FINISHED' AND NOT coalesce(p.value = 'true', false)
-                        AND coalesce(TRY_CAST(f.value AS BIGINT), 0) > 0) AS n_failed_units
+                        AND coalesce(TRY_CAST(f.value AS BIGINT), 0) > 0) AS n_with_failed_units
 FROM runs r
      LEFT JOIN tags p ON p.run_id = r.run_id AND p.key = '{PARTIAL}'
      LEFT JOIN tags f ON f.run_id = r.run_id AND f.key = '{N_FAILED_UNITS}'

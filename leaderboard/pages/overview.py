@@ -44,7 +44,7 @@ def hidden_note(counts: dict) -> str:
     """What the family's page does not rank: smoke runs, failed runs; and complete runs that lost units.
 
     Example:
-        >>> hidden_note({"n_partial": 4, "n_failed": 1, "n_failed_units": 0})
+        >>> hidden_note({"n_partial": 4, "n_failed": 1, "n_with_failed_units": 0})
         '4 smoke (partial) runs hidden: the page shows them with "Include partial (smoke) runs". 1 failed run not ranked (see Runs).'
     """
     notes = []
@@ -53,8 +53,8 @@ def hidden_note(counts: dict) -> str:
                      '"Include partial (smoke) runs".')
     if counts.get("n_failed"):
         notes.append(f"{_plural(counts['n_failed'], 'failed run')} not ranked (see Runs).")
-    if counts.get("n_failed_units"):
-        notes.append(f"{_plural(counts['n_failed_units'], 'ranked run')} with failed units, ranked on the units "
+    if counts.get("n_with_failed_units"):
+        notes.append(f"{_plural(counts['n_with_failed_units'], 'ranked run')} with failed units, ranked on the units "
                      "they scored.")
     return " ".join(notes)
 
