@@ -1,0 +1,90 @@
+"""The bulk store generator (``tests/fixtures/bulk_store.py``) writes runs MLflow reads back as the engine's."""
+
+from __future__ import annotations
+
+import pytest
+from tests.fixtures.bulk_store import make_bulk_store
+from tests.fixtures.synthetic_store import FamilySpec, make_store
+
+from countboard.index import build_index
+from countboard.tracking import manifest
+
+
+@pytest.fixture(scope="module")
+def bulk(tmp_path_factory):
+    return make_bulk_store(tmp_path_factory.mktemp("bulk"), runs=90, metrics=20, models=10, datasets=2, splits=2,
+                           seeds=2, gallery_models=1)
+
+
+def test_runs_read_back_through_mlflow_client(bulk):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=bulk.uri)
+    listed = client.search_runs([bulk.experiment_id], max_results=1000)
+    cells = [r for r in listed if r.data.tags.get("countboard.role") == "cell"]
+    sweeps = [r for r in listed if r.data.tags.get("countboard.role") == "sweep"]
+    assert len(cells) == 90 and len(sweeps) == 5 * 2  # 5 families × 2 datasets
+    for i in (0, 7, 89):
+        run = client.get_run(bulk.run_ids[i])
+        row = bulk.runs.iloc[i]
+        tags, params = run.data.tags, run.data.params
+        assert run.info.status == "FINISHED" and run.info.end_time == row.end_time
+        assert (tags["family"], tags["model"], tags["dataset"], tags["seed"]) == (
+            row.family, row.model, row.dataset, str(row.seed))
+        assert params["dataset.split"] == row.split and params["model.name"] == row.model
+        assert tags["mlflow.parentRunId"] in {s.info.run_id for s in sweeps}
+        keys = bulk.metric_keys[row.family]
+        assert len(keys) == 20
+        assert run.data.metrics == pytest.approx(dict(zip(keys, bulk.values[i], strict=True)))
+        files = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert "config.yaml" in files
+        listing = manifest.decode(tags, run.info.status, run.info.end_time)
+        assert listing is not None and {p for p, is_dir, _ in listing if not is_dir} >= {"config.yaml"}
+
+
+def test_first_models_carry_the_pages_artifacts(bulk):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=bulk.uri)
+    first = bulk.runs[(bulk.runs.family == "counters") & (bulk.runs.seed == 0) & (bulk.runs.repeat == 0)]
+    first = first[first.model == sorted(first.model)[0]].iloc[0]
+    tables = {a.path for a in client.list_artifacts(first.run_id, "tables")}
+    assert "tables/mosaic_pairs.parquet" in tables
+
+
+def test_cells_repeat_as_forced_reruns_and_index(bulk, tmp_path):
+    # 90 runs over 5 families of 2 models × 2 datasets × 2 splits × 2 seeds (16 cells each): 18 runs per family,
+    # the last 2 of each a rerun of its first cells, later and with the same config_hash
+    assert bulk.runs.groupby("family").size().tolist() == [18] * 5
+    again = bulk.runs[bulk.runs.repeat == 1]
+    assert len(again) == 10
+    first = bulk.runs[bulk.runs.repeat == 0].set_index(["family", "model", "dataset", "split", "seed"])
+    for row in again.itertuples():
+        assert row.start_time > first.loc[(row.family, row.model, row.dataset, row.split, row.seed)].start_time
+    stats = build_index(bulk.uri, tmp_path / "index.duckdb")
+    assert stats.runs == 90 + 10 and stats.artifacts_listed == 0  # every run's manifest is used
+
+
+def test_sqlite_listing_equals_the_client_listing(tmp_path):
+    """``list_runs`` read straight from SQLite gives the snapshots ``MlflowClient.search_runs`` gives, for active
+    and deleted runs, with a NaN metric, a stepped metric and a lease run (left out by both)."""
+    from mlflow.tracking import MlflowClient
+
+    from countboard.index import source
+
+    spec = FamilySpec("counters", {"cnt_f1": True, "mae": False}, models=["a", "b", "c"], datasets=["fsc147"])
+    store = make_store(tmp_path, [spec], seed=1, with_artifacts=False, history_steps=3)
+    client = MlflowClient(tracking_uri=store.uri)
+    client.log_metric(store.run_ids[0], "mae", float("nan"), step=5)
+    client.delete_run(store.run_ids[1])
+    lease = client.create_run(store.experiment_id, tags={"countboard.role": "lease"})
+    client.set_tag(store.run_ids[2], "mlflow.runName", "renamed")
+    exps = [store.experiment_id]
+    for deleted in (False, True):
+        direct = source.list_runs(client, exps, deleted=deleted, store_uri=store.uri)
+        through = source.list_runs(client, exps, deleted=deleted)
+        assert set(direct) == set(through) and lease.info.run_id not in direct
+        assert len(direct) == (1 if deleted else 3)  # 2 cells + the sweep, or the deleted cell
+        for rid, snap in through.items():
+            assert repr(direct[rid]) == repr(snap)
+            assert direct[rid].fingerprint == snap.fingerprint
