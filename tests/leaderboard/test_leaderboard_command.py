@@ -22,7 +22,8 @@ def test_one_address_for_the_mlflow_ui(monkeypatch):
     monkeypatch.setenv(ui_address.UI_ENV, "http://127.0.0.1:5123/")
     args = build_parser().parse_args(["mlflow-ui"])
     assert (args.host, args.port) == ("127.0.0.1", 5123)
-    assert ui_address.run_url(ui_address.mlflow_ui_url(), "1", "r") == "http://127.0.0.1:5123/#/experiments/1/runs/r"
+    assert ui_address.run_url(ui_address.mlflow_ui_url(), "1", "r") == \
+        "http://127.0.0.1:5123/#/experiments/1/runs/r?workflowType=machine_learning"
     monkeypatch.delenv(ui_address.UI_ENV)
     args = build_parser().parse_args(["mlflow-ui"])
     assert (args.host, args.port) == ("127.0.0.1", 5000)

@@ -1,4 +1,4 @@
-"""``countboard mlflow-ui``: the MLflow UI on the store the sweeps write to.
+"""``countboard mlflow-ui``: the MLflow UI on the store the sweeps write to, opening experiments on their runs table.
 
 The server runs as a child in its own process group: SIGINT/SIGTERM to this command are passed on to the whole
 group, and on Linux the child is also told to stop when this process dies (even by SIGKILL), so no server is
@@ -56,8 +56,11 @@ def serve(cmd: list[str], grace_s: float = 10.0) -> int:
 def run(args: argparse.Namespace) -> int:
     from countboard.tracking.store import open_store
 
-    uri = open_store(args.store, create=False).uri
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", args.host,
+    tracker = open_store(args.store, create=False)
+    tracker.mark_default_experiment()
+    uri = tracker.uri
+    # `mlflow server`, its UI opening experiments on their runs table (countboard.tracking.mlflow_ui says why)
+    cmd = [sys.executable, "-m", "countboard.tracking.mlflow_ui", "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
     print(f"MLflow UI on http://{args.host}:{args.port} (store {uri}); Ctrl-C stops it", flush=True)
     return serve(cmd)

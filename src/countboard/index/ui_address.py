@@ -45,9 +45,19 @@ def mlflow_ui_host_port() -> tuple[str, int]:
     return parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
 
 
+#: The MLflow UI (3.x) shows experiments and runs as classic ML runs with this in the URL, GenAI ones otherwise
+#: (``countboard.tracking.mlflow_ui`` explains).
+CLASSIC_VIEW = "workflowType=machine_learning"
+
+
 def run_url(base: str, experiment_id: str, run_id: str) -> str:
-    """Link to a run's page in the MLflow UI at ``base``."""
-    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+    """Link to a run's page in the MLflow UI at ``base``, in the UI's classic (machine learning) view.
+
+    Example:
+        >>> run_url("http://h:5000", "1", "r")
+        'http://h:5000/#/experiments/1/runs/r?workflowType=machine_learning'
+    """
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}?{CLASSIC_VIEW}"
 
 
 def compare_url(base: str, run_ids: list[str], experiment_ids: list[str]) -> str:

@@ -134,7 +134,13 @@ def _create(tmp: Path, artifact_root: str) -> None:
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     uri = sqlite_uri(tmp)
+    from mlflow.entities import ExperimentTag
+
+    from countboard.tracking import tags as tg
+
     store = SqlAlchemyStore(uri, artifact_root)
+    # the Default experiment is a classic ML experiment too, as every experiment a sweep creates
+    store.set_experiment_tag(tg.DEFAULT_EXPERIMENT_ID, ExperimentTag(tg.EXPERIMENT_KIND, tg.EXPERIMENT_KIND_ML))
     store.engine.dispose()
     SqlAlchemyStore._engine_map.pop(uri, None)
     con = sqlite3.connect(tmp, timeout=30)

@@ -123,6 +123,17 @@ class Tracker:
 
         return _retry(get_or_create, "experiment")
 
+    def mark_default_experiment(self) -> None:
+        """Give the store's Default experiment (id 0, which MLflow creates untagged) the classic kind, as the
+        experiments created here have; an experiment that already has a kind keeps it."""
+        try:
+            exp = _retry(lambda: self.client.get_experiment(tg.DEFAULT_EXPERIMENT_ID), "experiment")
+            if exp.lifecycle_stage == "active" and exp.tags.get(tg.EXPERIMENT_KIND) is None:
+                _retry(lambda: self.client.set_experiment_tag(tg.DEFAULT_EXPERIMENT_ID, tg.EXPERIMENT_KIND,
+                                                              tg.EXPERIMENT_KIND_ML), "experiment tag")
+        except Exception as exc:  # no Default experiment (deleted for good), or a read-only server
+            log.debug("Default experiment not tagged: %s", exc)
+
     def _artifact_location(self, name: str) -> str | None:
         """``<artifact_root>/<name>``, built with path APIs and checked to stay inside the root."""
         if not self.artifact_root:

@@ -16,8 +16,11 @@ from dataclasses import dataclass, field, fields
 PARENT = "mlflow.parentRunId"
 RUN_NAME = "mlflow.runName"
 EXPERIMENT_KIND = "mlflow.experimentKind"
-#: Experiments are classic ML experiments: the MLflow UI then opens them on their runs, not the GenAI view.
+#: Experiments are classic ML experiments: MLflow versions that read the tag open them on their runs, not in the
+#: GenAI view (``tracking.mlflow_ui`` says what MLflow 3.17 reads instead). The store's Default experiment, which
+#: MLflow creates untagged, gets the same kind.
 EXPERIMENT_KIND_ML = "custom_model_development"
+DEFAULT_EXPERIMENT_ID = "0"
 
 # --- what a run is ----------------------------------------------------------------------------------------------
 ROLE = "countboard.role"
