@@ -215,7 +215,7 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
         stats.mode = update
         experiments = source.list_experiments(client)
         current, changed, removed = _diff(client, prev, [str(e.experiment_id) for e in experiments],
-                                          stats.rebuilt, update == "quick")
+                                          stats.rebuilt, update == "quick", store_uri)
         stats.runs = len(current)
         stats.added = sum(r.run_id not in prev.fingerprints for r in changed)
         stats.updated = len(changed) - stats.added
@@ -234,8 +234,8 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
     return stats
 
 
-def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, quick: bool
-          ) -> tuple[set[str], list[RunSnapshot], list[str]]:
+def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, quick: bool,
+          store_uri: str | None = None) -> tuple[set[str], list[RunSnapshot], list[str]]:
     """(ids of all active runs, runs to (re)index, ids to drop).
 
     By default every active run is listed and compared by fingerprint; runs no longer listed are dropped. A quick
@@ -249,13 +249,14 @@ def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, qui
                 or r.run_id in prev.running or r.status == "RUNNING"]
 
     if rebuild or not quick:
-        listed = source.list_runs(client, experiment_ids)
+        listed = source.list_runs(client, experiment_ids, store_uri=store_uri)
         return set(listed), to_read(listed), sorted(set(prev.fingerprints) - set(listed))
     since = prev.listed_ms - CLOCK_SKEW_MS
     # runs that were running, and runs whose artifacts could not be listed last time (empty fingerprint)
     retry = prev.running | {rid for rid, fp in prev.fingerprints.items() if not fp}
     listed = source.list_changed_runs(client, experiment_ids, since, sorted(retry))
-    deleted = set(source.list_runs(client, experiment_ids, deleted=True)) if prev.fingerprints else set()
+    deleted = (set(source.list_runs(client, experiment_ids, deleted=True, store_uri=store_uri))
+               if prev.fingerprints else set())
     active_exps = set(experiment_ids)
     removed = sorted(rid for rid, exp in prev.experiment_of.items()
                      if (rid in deleted or exp not in active_exps) and rid not in listed)

@@ -92,15 +92,19 @@ def _snapshot(run) -> RunSnapshot:
                        metrics=metrics)
 
 
-def list_runs(client, experiment_ids: list[str], filter_string: str = "", deleted: bool = False
-              ) -> dict[str, RunSnapshot]:
+def list_runs(client, experiment_ids: list[str], filter_string: str = "", deleted: bool = False,
+              store_uri: str | None = None) -> dict[str, RunSnapshot]:
     """Runs of ``experiment_ids`` matching ``filter_string``, read ``PAGE_SIZE`` at a time (active ones, or the
     deleted ones with ``deleted``).
 
     Pages are ordered by start time, oldest first, so runs a sweep creates while we read land on later pages
-    instead of shifting earlier ones.
+    instead of shifting earlier ones. Without a filter, a ``sqlite:///`` ``store_uri`` is read directly
+    (``list_runs_sqlite``).
     """
     from mlflow.entities import ViewType
+
+    if not filter_string and (db_file := sqlite_file(store_uri)) is not None:
+        return list_runs_sqlite(db_file, experiment_ids, deleted)
 
     view = ViewType.DELETED_ONLY if deleted else ViewType.ACTIVE_ONLY
     runs: dict[str, RunSnapshot] = {}
@@ -117,6 +121,57 @@ def list_runs(client, experiment_ids: list[str], filter_string: str = "", delete
             if not token:
                 break
     return runs
+
+
+def sqlite_file(store_uri: str | None) -> str | None:
+    """The database file of a ``sqlite:///`` store (read directly by ``list_runs``), else None.
+
+    Example:
+        >>> sqlite_file("sqlite:////x/mlflow.db"), sqlite_file("http://h:5000")
+        ('/x/mlflow.db', None)
+    """
+    if store_uri and store_uri.startswith("sqlite:///"):
+        return store_uri[len("sqlite:///"):].split("?", 1)[0]
+    return None
+
+
+def list_runs_sqlite(db_file: str, experiment_ids: list[str], deleted: bool = False) -> dict[str, RunSnapshot]:
+    """``list_runs`` without a filter, read straight from the tables of an SQLite store: the same snapshots as
+    ``MlflowClient.search_runs`` builds (info from ``runs``, tags, params, and each metric's latest point from
+    ``latest_metrics``), without building MLflow's ORM objects and entities, which cost about 30 s per 10,000
+    runs of 100 metrics. One read transaction, so a sweep writing meanwhile is seen before or after a write,
+    never halfway."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True, timeout=30, isolation_level=None)
+    try:
+        con.execute("BEGIN")
+        con.execute("CREATE TEMP TABLE wanted (run_uuid TEXT PRIMARY KEY)")
+        marks = ",".join("?" * len(experiment_ids))
+        con.execute(f"INSERT INTO wanted SELECT run_uuid FROM runs WHERE lifecycle_stage = ? "
+                    f"AND CAST(experiment_id AS TEXT) IN ({marks})",
+                    ["deleted" if deleted else "active", *[str(e) for e in experiment_ids]])
+        runs: dict[str, RunSnapshot] = {}
+        for rid, exp, name, status, user, start, end, stage, uri in con.execute(
+                "SELECT r.run_uuid, r.experiment_id, r.name, r.status, r.user_id, r.start_time, r.end_time, "
+                "r.lifecycle_stage, r.artifact_uri FROM runs r JOIN wanted USING (run_uuid)"):
+            runs[rid] = RunSnapshot(run_id=rid, experiment_id=str(exp), run_name=name or "", status=status,
+                                    user_id=user or "", start_time=start, end_time=end, lifecycle_stage=stage,
+                                    artifact_uri=uri or "")
+        for rid, key, value in con.execute("SELECT t.run_uuid, t.key, t.value FROM tags t JOIN wanted USING (run_uuid)"):
+            runs[rid].tags[key] = value
+        for rid, key, value in con.execute(
+                "SELECT p.run_uuid, p.key, p.value FROM params p JOIN wanted USING (run_uuid)"):
+            runs[rid].params[key] = value
+        nan = float("nan")
+        for rid, key, value, step, ts, is_nan in con.execute(
+                "SELECT m.run_uuid, m.key, m.value, m.step, m.timestamp, m.is_nan FROM latest_metrics m "
+                "JOIN wanted USING (run_uuid)"):
+            runs[rid].metrics[key] = MetricPoint(nan if is_nan else float(value), int(step), int(ts or 0))
+        con.execute("ROLLBACK")
+    finally:
+        con.close()
+    return {rid: r for rid, r in runs.items() if r.tags.get(ROLE_TAG) != LEASE_ROLE}
 
 
 def list_changed_runs(client, experiment_ids: list[str], since_ms: int, also: list[str]) -> dict[str, RunSnapshot]:
