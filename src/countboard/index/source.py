@@ -124,15 +124,16 @@ def list_runs(client, experiment_ids: list[str], filter_string: str = "", delete
 
 
 def sqlite_file(store_uri: str | None) -> str | None:
-    """The database file of a ``sqlite:///`` store (read directly by ``list_runs``), else None.
+    """The database file of a ``sqlite:`` store (read directly by ``list_runs``), else None.
 
     Example:
-        >>> sqlite_file("sqlite:////x/mlflow.db"), sqlite_file("http://h:5000")
-        ('/x/mlflow.db', None)
+        >>> sqlite_file("sqlite:////x/my%20store/mlflow.db"), sqlite_file("http://h:5000")
+        ('/x/my store/mlflow.db', None)
     """
-    if store_uri and store_uri.startswith("sqlite:///"):
-        return store_uri[len("sqlite:///"):].split("?", 1)[0]
-    return None
+    from countboard.tracking.address import parse
+
+    db = parse(store_uri).db if store_uri and store_uri.startswith("sqlite:") else None
+    return str(db) if db is not None else None
 
 
 def list_runs_sqlite(db_file: str, experiment_ids: list[str], deleted: bool = False) -> dict[str, RunSnapshot]:
@@ -142,8 +143,9 @@ def list_runs_sqlite(db_file: str, experiment_ids: list[str], deleted: bool = Fa
     runs of 100 metrics. One read transaction, so a sweep writing meanwhile is seen before or after a write,
     never halfway."""
     import sqlite3
+    from pathlib import Path
 
-    con = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True, timeout=30, isolation_level=None)
+    con = sqlite3.connect(f"{Path(db_file).as_uri()}?mode=ro", uri=True, timeout=30, isolation_level=None)
     try:
         con.execute("BEGIN")
         con.execute("CREATE TEMP TABLE wanted (run_uuid TEXT PRIMARY KEY)")

@@ -90,6 +90,8 @@ def _template() -> Path:
 def _from_template(tmp: Path, artifact_root: str) -> bool:
     """Copy the empty store (if there is a complete one) to ``tmp`` and point its Default experiment at
     ``artifact_root``; False when there is none to copy."""
+    from countboard.tracking import tags as tg
+
     template = _template()
     try:
         if not template.is_file() or store_problem(template) is not None:
@@ -103,6 +105,9 @@ def _from_template(tmp: Path, artifact_root: str) -> bool:
         with con:
             con.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
                         "WHERE experiment_id = 0", (f"{artifact_root}/0", now, now))
+            # the Default experiment's kind, also from a template kept before stores were given it
+            con.execute("INSERT OR IGNORE INTO experiment_tags (key, value, experiment_id) VALUES (?, ?, 0)",
+                        (tg.EXPERIMENT_KIND, tg.EXPERIMENT_KIND_ML))
     finally:
         con.close()
     return True
@@ -131,13 +136,12 @@ def _create(tmp: Path, artifact_root: str) -> None:
     schema build and migrations (2-3 s of CPU), kept as the template."""
     if _from_template(tmp, artifact_root):
         return
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-    uri = sqlite_uri(tmp)
     from mlflow.entities import ExperimentTag
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     from countboard.tracking import tags as tg
 
+    uri = sqlite_uri(tmp)
     store = SqlAlchemyStore(uri, artifact_root)
     # the Default experiment is a classic ML experiment too, as every experiment a sweep creates
     store.set_experiment_tag(tg.DEFAULT_EXPERIMENT_ID, ExperimentTag(tg.EXPERIMENT_KIND, tg.EXPERIMENT_KIND_ML))
