@@ -60,7 +60,7 @@ async def _open_experiment(base: str, name: str, shot: Path) -> dict:
         assert await page.wait_for(f"!!{link}", 120), "no experiment link on the MLflow UI's home page"
         await page.evaluate(f"{link}.click()")
         await page.wait_for("document.body.innerText.includes('Run Name') && "
-                            "document.body.innerText.includes('sweep-counters')", 120)
+                            "document.body.innerText.includes('matching runs')", 120)
         await asyncio.sleep(0.5)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         await page.screenshot(shot)
@@ -95,6 +95,7 @@ def test_mlflow_ui_opens_an_experiment_on_its_runs_table(tmp_path):
         proc.wait(30)
     assert "/experiments/" in seen["url"] and "/runs" in seen["url"], seen["url"]
     assert "Run Name" in seen["text"] and "sweep-counters" in seen["text"], seen["text"][:2000]
+    assert f"{len(store.run_ids) + 1} matching runs" in seen["text"]  # the sweep and its 2 cells
     # the GenAI overview's own words are absent
     assert "Detect Issues" not in seen["text"] and "Evaluation runs" not in seen["text"]
     from mlflow.tracking import MlflowClient
