@@ -95,7 +95,7 @@ def test_mlflow_ui_serves_the_sweep_store_on_loopback(monkeypatch, tmp_path, cap
     tracker_from_config(OmegaConf.create({"kind": "local", "store_dir": str(tmp_path / "mlruns")}))
     assert main(["mlflow-ui", "--store", str(tmp_path / "mlruns"), "--port", "5123"]) == 0
     cmd = calls[0]
-    assert cmd[1:4] == ["-m", "mlflow", "server"]
+    assert cmd[1:3] == ["-m", "countboard.tracking.mlflow_ui"]  # `mlflow server`, the UI in its classic view
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5123"
     assert cmd[cmd.index("--backend-store-uri") + 1] == f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
 
