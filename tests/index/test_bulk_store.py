@@ -42,14 +42,16 @@ def test_runs_read_back_through_mlflow_client(bulk):
         assert listing is not None and {p for p, is_dir, _ in listing if not is_dir} >= {"config.yaml"}
 
 
-def test_first_models_carry_the_pages_artifacts(bulk):
+def test_best_models_carry_the_pages_artifacts(bulk):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=bulk.uri)
-    first = bulk.runs[(bulk.runs.family == "counters") & (bulk.runs.seed == 0) & (bulk.runs.repeat == 0)]
-    first = first[first.model == sorted(first.model)[0]].iloc[0]
-    tables = {a.path for a in client.list_artifacts(first.run_id, "tables")}
-    assert "tables/mosaic_pairs.parquet" in tables
+    runs = bulk.runs.assign(cnt_f1=bulk.values[:, bulk.metric_keys["counters"].index("cnt_f1")])
+    runs = runs[(runs.family == "counters") & (runs.seed == 0) & (runs.repeat == 0)]
+    best = runs.groupby("model").cnt_f1.mean().idxmax()
+    for run in runs.itertuples():
+        tables = {a.path for a in client.list_artifacts(run.run_id, "tables")}
+        assert ("tables/mosaic_pairs.parquet" in tables) == (run.model == best), run
 
 
 def test_cells_repeat_as_forced_reruns_and_index(bulk, tmp_path):
@@ -88,3 +90,41 @@ def test_sqlite_listing_equals_the_client_listing(tmp_path):
         for rid, snap in through.items():
             assert repr(direct[rid]) == repr(snap)
             assert direct[rid].fingerprint == snap.fingerprint
+
+
+def test_update_rebuilds_only_the_tables_of_changed_families(tmp_path):
+    """After a full build, an update rebuilds the wide tables of the families whose runs changed; a family
+    tagged on runs only loses its view with its last run."""
+    import duckdb
+    from mlflow.tracking import MlflowClient
+
+    specs = [FamilySpec("counters", {"cnt_f1": True}, models=["a", "b"], datasets=["fsc147"]),
+             FamilySpec("grounding", {"iou_soft": True}, models=["g"], datasets=["refcoco"])]
+    store = make_store(tmp_path / "s", specs, seed=2, with_artifacts=False)
+    db = tmp_path / "index.duckdb"
+    build_index(store.uri, db)
+
+    def rows(view: str) -> int:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            return con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+        finally:
+            con.close()
+
+    assert (rows("counters"), rows("grounding")) == (2, 1)
+    client = MlflowClient(tracking_uri=store.uri)
+    for family, model in (("counters", "c"), ("extra_family", "x")):
+        run = client.create_run(store.experiment_id, tags={"family": family, "model": model, "dataset": "fsc147",
+                                                           "task": "t", "config_hash": f"h-{model}"})
+        client.log_metric(run.info.run_id, "cnt_f1", 0.5)
+        client.set_terminated(run.info.run_id)
+    build_index(store.uri, db)
+    assert (rows("counters"), rows("grounding"), rows("extra_family")) == (3, 1, 1)
+    client.delete_run(run.info.run_id)
+    build_index(store.uri, db)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    finally:
+        con.close()
+    assert "extra_family" not in views and {"counters", "grounding"} <= views

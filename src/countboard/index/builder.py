@@ -226,7 +226,8 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
                 prev.latest = _latest_points(db_path, [r.run_id for r in changed if r.run_id in prev.fingerprints])
             frames = _details(client, store_uri, changed, prev, stats, history, list_artifacts)
             _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames,
-                   incremental=not stats.rebuilt, listed_ms=listed_ms)
+                   incremental=not stats.rebuilt, listed_ms=listed_ms,
+                   all_views=stats.rebuilt or schema_hash != prev.schema_hash)
             stats.written = True
         if update == "scan":
             _write_scanned(db_path, store_uri, listed_ms)
@@ -298,12 +299,14 @@ def _details(client, store_uri: str, changed: list[RunSnapshot], prev: _Previous
     latest = [(r.run_id, k, p) for r in changed for k, p in r.metrics.items()]
     points, refetch, artifacts, unlisted = [], [], [], set()
     fetched = 0
+    first = not prev.fingerprints  # a new index: no history to compare with or to delete
     for run in changed:
         for key, point in run.metrics.items():
-            if prev.latest.get((run.run_id, key)) == point and run.status != "RUNNING" \
+            if prev.latest and prev.latest.get((run.run_id, key)) == point and run.status != "RUNNING" \
                     and run.run_id not in prev.running:
                 continue
-            refetch.append((run.run_id, key))
+            if not first:
+                refetch.append((run.run_id, key))
             if history == "all" or point.step > 0:
                 points.extend((run.run_id, key, p) for p in source.metric_history(client, run.run_id, key))
                 fetched += 1
@@ -328,8 +331,11 @@ def _details(client, store_uri: str, changed: list[RunSnapshot], prev: _Previous
     runs["start_time"] = _ms(runs["start_time"])
     runs["end_time"] = _ms(runs["end_time"])
     stats.histories_fetched = fetched
+    metrics = _points_frame(latest)
+    # every metric a summary logged at step 0 (the common case): the history is the latest points, built once
+    same = fetched == 0 and len(points) == len(latest)
     return {
-        "runs": runs, **kv, "metrics": _points_frame(latest), "metric_history": _points_frame(points),
+        "runs": runs, **kv, "metrics": metrics, "metric_history": metrics if same else _points_frame(points),
         "refetch": pd.DataFrame(refetch, columns=["run_id", "key"], dtype=object),
         "artifacts": pd.DataFrame(artifacts, columns=["run_id", "path", "is_dir", "file_size"]).astype(
             {"run_id": object, "path": object, "is_dir": bool, "file_size": "Int64"}),
@@ -337,8 +343,10 @@ def _details(client, store_uri: str, changed: list[RunSnapshot], prev: _Previous
 
 
 def _write(db_path: Path, store_uri: str, schema_hash: str, experiments: list, changed: list[RunSnapshot],
-           removed: list[str], frames: dict[str, pd.DataFrame], *, incremental: bool, listed_ms: int) -> None:
-    """Apply the changes to a copy of the index in one transaction, then swap the copy in."""
+           removed: list[str], frames: dict[str, pd.DataFrame], *, incremental: bool, listed_ms: int,
+           all_views: bool = True) -> None:
+    """Apply the changes to a copy of the index in one transaction, then swap the copy in (``all_views``: rebuild
+    every family's tables, else only those of the families of the changed and removed runs)."""
     tmp = db_path.with_name(f"{db_path.name}.tmp-{os.getpid()}")
     _remove(tmp)
     if incremental:
@@ -349,7 +357,7 @@ def _write(db_path: Path, store_uri: str, schema_hash: str, experiments: list, c
             for stmt in ddl.create_tables_sql():
                 con.execute(stmt)
             con.execute("BEGIN TRANSACTION")
-            _apply(con, store_uri, schema_hash, experiments, changed, removed, frames, listed_ms)
+            _apply(con, store_uri, schema_hash, experiments, changed, removed, frames, listed_ms, all_views)
             con.execute("COMMIT")
             con.execute("CHECKPOINT")
         finally:
@@ -374,10 +382,15 @@ def _remove(path: Path) -> None:
 
 
 def _apply(con, store_uri: str, schema_hash: str, experiments: list, changed: list[RunSnapshot],
-           removed: list[str], frames: dict[str, pd.DataFrame], listed_ms: int) -> None:
+           removed: list[str], frames: dict[str, pd.DataFrame], listed_ms: int, all_views: bool = True) -> None:
     stale = pd.DataFrame({"run_id": pd.Series([r.run_id for r in changed] + list(removed), dtype=object)})
     gone = pd.DataFrame({"run_id": pd.Series(list(removed), dtype=object)})
     con.register("stale_runs", stale)
+    # the families whose tables change: those the changed and removed runs had, and those they have now
+    affected = None if all_views else (
+        {f for (f,) in con.execute("SELECT DISTINCT family FROM runs WHERE family IS NOT NULL AND run_id IN "
+                                   "(SELECT run_id FROM stale_runs)").fetchall()}
+        | set(frames["runs"]["family"].dropna()))
     con.register("gone_runs", gone)
     con.register("refetch_keys", frames["refetch"])
     for table in ddl.PER_RUN_TABLES:
@@ -395,7 +408,7 @@ def _apply(con, store_uri: str, schema_hash: str, experiments: list, changed: li
                         columns=ddl.columns("experiments"), dtype=object)
     _replace(con, "experiments", exps)
     _write_schema(con)
-    _write_views(con)
+    _write_views(con, affected)
     meta = pd.DataFrame({"key": ["schema_version", "store_uri", "schema_hash", "indexed_at", "listed_ms"],
                          "value": [str(ddl.SCHEMA_VERSION), store_uri, schema_hash,
                                    time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), str(listed_ms)]},
@@ -422,22 +435,33 @@ def _write_schema(con) -> None:
     _replace(con, "family_info", families)
 
 
-def _write_views(con) -> None:
-    """One view per family: the schema's families and any family a run is tagged with."""
+def _write_views(con, only: set[str] | None = None) -> None:
+    """One view per family: the schema's families and any family a run is tagged with (``only``: rebuild the
+    tables of these families and keep the others, which no run of theirs changed)."""
     from countboard.schema import load_schema
 
     s = load_schema()
-    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
-        con.execute(f"DROP VIEW IF EXISTS {ddl.quote_identifier(name)}")
-    for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE starts_with(table_name, ?)",
-                               [ddl.WIDE_PREFIX]).fetchall():
-        con.execute(f"DROP TABLE IF EXISTS {ddl.quote_identifier(name)}")
     tagged = [f for (f,) in con.execute("SELECT DISTINCT family FROM runs WHERE family IS NOT NULL ORDER BY 1")
               .fetchall()]
+    if only is None:
+        for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
+            con.execute(f"DROP VIEW IF EXISTS {ddl.quote_identifier(name)}")
+        for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE starts_with(table_name, ?)",
+                                   [ddl.WIDE_PREFIX]).fetchall():
+            con.execute(f"DROP TABLE IF EXISTS {ddl.quote_identifier(name)}")
+    else:  # a family tagged on runs only, whose last run left: its tables go
+        for family in only - {*s.families, *tagged}:
+            with contextlib.suppress(ValueError):
+                con.execute(f"DROP VIEW IF EXISTS {ddl.view_name(family)}")
+                con.execute(f"DROP VIEW IF EXISTS {ddl.cells_view_name(family)}")
+                con.execute(f"DROP TABLE IF EXISTS {ddl.wide_table(family)}")
+                con.execute(f"DROP TABLE IF EXISTS {ddl.wide_table(family + ddl.CELLS_SUFFIX)}")
     present = con.execute("SELECT DISTINCT r.family, m.key FROM metrics m JOIN runs r USING (run_id) "
                           "WHERE r.family IS NOT NULL ORDER BY 2").fetchall()
     engine_keys = [m.key for m in s.metrics.values() if m.family == "engine"]
     for family in dict.fromkeys([*s.families, *tagged]):
+        if only is not None and family not in only:
+            continue
         keys = [m.key for m in s.family_metrics(family)] + engine_keys + [k for f, k in present if f == family]
         usable = [k for k in dict.fromkeys(keys) if _usable(k, family)]
         if family == "engine":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass, field
@@ -41,9 +42,10 @@ class RunSnapshot:
     params: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, MetricPoint] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
-        """Changes whenever the status, end time, name, a tag, a param or a latest metric changes."""
+        """Changes whenever the status, end time, name, a tag, a param or a latest metric changes (computed once:
+        read the snapshot's fields, do not change them)."""
         h = hashlib.sha256()
         for part in (self.status, self.end_time, self.run_name, self.lifecycle_stage, self.artifact_uri,
                      sorted(self.tags.items()), sorted(self.params.items()),
