@@ -46,11 +46,12 @@ def register(subparsers) -> None:
 
 
 def leaderboard_command(db: Path, host: str, port: int) -> list[str]:
-    """The ``streamlit run`` command line of the leaderboard, with the server settings above."""
+    """The ``streamlit run`` command line of the leaderboard, with the server settings above (through
+    ``leaderboard_serve``, which imports the app's modules while the server starts)."""
     from countboard.paths import leaderboard_dir
 
     settings = [x for k, v in STREAMLIT_SETTINGS.items() for x in (f"--{k}", v)]
-    return [sys.executable, "-m", "streamlit", "run", str(leaderboard_dir() / "app.py"),
+    return [sys.executable, "-m", "countboard.commands.leaderboard_serve", "run", str(leaderboard_dir() / "app.py"),
             "--server.address", host, "--server.port", str(port), *settings, "--", "--db", str(db)]
 
 
