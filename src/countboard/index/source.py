@@ -175,7 +175,7 @@ def list_runs_sqlite(db_file: str, experiment_ids: list[str], deleted: bool = Fa
         con.execute("ROLLBACK")
     finally:
         con.close()
-    return {rid: r for rid, r in runs.items() if r.tags.get(ROLE_TAG) != LEASE_ROLE}
+    return {rid: r for rid, r in runs.items() if r.tags.get(tg.ROLE) != tg.ROLE_LEASE}
 
 
 def list_changed_runs(client, experiment_ids: list[str], since_ms: int, also: list[str]) -> dict[str, RunSnapshot]:
