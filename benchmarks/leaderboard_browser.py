@@ -1,0 +1,288 @@
+"""Leaderboard render times in a real browser (headless Chromium), as ratios to a minimal Streamlit page served and
+opened the same way in the same run.
+
+The store is made by ``tests/fixtures/bulk_store.py`` (``--runs``, default 30,000, × ``--metrics``, default 100,
+over 5 ranking families plus the engine's metrics, 200 models, 10 datasets, 3 splits, 3 seeds, with the galleries'
+artifacts for the first models) and indexed once; both are kept in ``--workdir``. Two servers are started as
+``countboard leaderboard`` starts its own (``streamlit run`` with the same settings): the leaderboard, and a
+minimal page with one table and one Plotly chart (``MINIMAL``). For each page, Chromium (1,280 px, a fresh
+profile) navigates to its URL and a script that runs before the page's own records, in the page's clock (0 =
+navigation start):
+
+- **first**: when the first chart (a drawn Plotly SVG) or table (a data grid or table) is in the DOM, or, on a
+  page with neither (the Overview: its family links), the page's first link or alert;
+- **idle**: the last DOM change before the page stays unchanged for ``QUIET_S`` with Streamlit's running
+  indicator gone and no element still drawn as a skeleton (its component code not yet loaded).
+
+The interaction is a change of a select box's value through real mouse events (Counters: "Rank by"; the minimal
+page: its chart's column), timed from the click on the option to idle. Every figure is the median of
+``--repeats`` (≥ 3) rounds; each round opens the minimal page and then every page, so that the ratios compare
+timings taken under the same load. The fresh server's first page (the Overview, opened right after the server
+answers its health check: Streamlit, DuckDB, Plotly and the app's modules are imported then) is reported apart,
+with its excess over the warm Overview. ``--apptest`` adds the server-side script time of each page
+(``leaderboard_render.time_page``) as a second column.
+
+Targets (issue 25), as ratios to the minimal page: first chart ≤ 1.2×, idle ≤ 1.5×, interaction ≤ 0.5 s beyond
+the minimal page's own rerun.
+
+Usage: ``python benchmarks/leaderboard_browser.py [--runs 30000] [--metrics 100] [--workdir DIR] [--repeats 3]
+[--apptest]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the store generator and the browser driver are test fixtures
+from tests.fixtures.chromium import Chromium  # noqa: E402
+
+from countboard.commands.leaderboard import STREAMLIT_SETTINGS, leaderboard_command  # noqa: E402
+
+QUIET_S = 1.0
+FIRST_TARGET, IDLE_TARGET, INTERACTION_BEYOND_S = 1.2, 1.5, 0.5
+# page -> url path (and query)
+PAGES = {"overview": "", "counters": "counters", "numeracy": "numeracy", "acs": "acs", "grounding": "grounding",
+         "runs": "runs", "annotate": "annotate"}
+APPTEST_PAGES = {"overview": "pages/overview.py", "counters": "pages/counters.py", "numeracy": "pages/numeracy.py",
+                 "acs": "pages/acs.py", "grounding": "pages/grounding.py", "runs": "pages/runs.py",
+                 "annotate": "pages/annotate.py"}
+INTERACTION = ("counters", "f_counters_sort")  # page, widget key of the select box
+MINIMAL_KEY = "minimal_metric"
+MINIMAL = f'''"""One table and one Plotly chart: the floor a Streamlit page stands on."""
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+st.set_page_config(page_title="minimal", layout="wide")
+rng = np.random.default_rng(0)
+df = pd.DataFrame({{"model": [f"model_{{i:03d}}" for i in range(40)], "cnt_f1": rng.random(40),
+                    "mae": rng.random(40) * 10}})
+metric = st.selectbox("Metric", ["cnt_f1", "mae"], key="{MINIMAL_KEY}")
+st.dataframe(df.sort_values(metric), hide_index=True)
+st.plotly_chart(px.bar(df.sort_values(metric), x="model", y=metric))
+'''
+# Runs before any script of the page: records when the first chart/table is drawn and when the DOM last changed.
+PROBE = """(() => {
+  const S = window.__cb = {first: null, last: 0, running: false};
+  const FIRST = '[data-testid="stPlotlyChart"] .main-svg, [data-testid="stDataFrame"] canvas, '
+    + '[data-testid="stDataFrameResizable"], [data-testid="stTable"] table';
+  const FALLBACK = '[data-testid="stPageLink"], [data-testid="stAlert"]';
+  const tick = () => {
+    const now = performance.now();
+    S.last = now;
+    // the script running, or elements whose component code has not loaded yet (drawn as skeletons)
+    S.running = !!document.querySelector('[data-testid="stStatusWidgetRunningIcon"], '
+      + '[data-testid="stStatusWidgetRunningManIcon"], [data-testid="stSkeleton"], [data-testid="stAppSkeleton"]');
+    if (S.first === null && document.querySelector(FIRST)) S.first = now;
+    if (S.fallback === undefined && document.querySelector(FALLBACK)) S.fallback = now;
+  };
+  new MutationObserver(tick).observe(document, {subtree: true, childList: true, attributes: true,
+                                                characterData: true});
+})()"""
+STATE = "JSON.stringify({...window.__cb, now: performance.now()})"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build(workdir: Path, runs: int, metrics: int) -> tuple[Path, Path]:
+    """The generated store and its index under ``workdir`` (made once, then reused)."""
+    from tests.fixtures.bulk_store import make_bulk_store
+
+    from countboard.index import build_index
+
+    store = workdir / f"store_{runs}x{metrics}"
+    db = store / "index.duckdb"
+    if not (store / "mlflow.db").exists():
+        t0 = time.perf_counter()
+        make_bulk_store(store, runs, metrics, progress=True)
+        print(f"store: {runs} runs x {metrics} metrics in {time.perf_counter() - t0:.0f} s", flush=True)
+    if not db.exists():
+        stats = build_index(f"sqlite:///{store / 'mlflow.db'}", db)
+        print(f"index: {stats.summary()}", flush=True)
+    return store, db
+
+
+def serve(cmd: list[str], env: dict, log: Path) -> tuple[subprocess.Popen, str, float]:
+    """Start a server; its process, base URL and seconds until its health check answered."""
+    port = int(cmd[cmd.index("--server.port") + 1])
+    t0 = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    while True:
+        try:
+            if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read().strip() == b"ok":
+                return proc, base, time.perf_counter() - t0
+        except OSError:
+            if proc.poll() is not None or time.perf_counter() - t0 > 300:
+                raise RuntimeError(f"{cmd[3]} did not come up; log:\n{log.read_text()[-3000:]}") from None
+            time.sleep(0.2)
+
+
+async def _settle(page: Chromium, since: float = 0.0, timeout: float = 120.0) -> dict:
+    """Wait until the page has drawn and stayed unchanged for ``QUIET_S`` with nothing running."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        await asyncio.sleep(0.1)
+        s = json.loads(await page.evaluate(STATE))
+        drawn = s.get("first") is not None or s.get("fallback") is not None
+        if drawn and not s["running"] and s["last"] > since and s["now"] - s["last"] >= QUIET_S:
+            return s
+    raise TimeoutError(f"page did not settle within {timeout:.0f} s: {s}")
+
+
+async def open_page(page: Chromium, url: str) -> tuple[float, float]:
+    """(first, idle) in seconds from navigation start."""
+    await page.goto("about:blank")
+    await page.goto(url)
+    s = await _settle(page)
+    first = s["first"] if s.get("first") is not None else s["fallback"]
+    return first / 1000, s["last"] / 1000
+
+
+async def _click(page: Chromium, selector: str) -> None:
+    box = await page.evaluate(f"""(() => {{ const e = document.querySelector({json.dumps(selector)});
+        if (!e) return null; const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2] }})()""")
+    if box is None:
+        raise RuntimeError(f"nothing matches {selector}")
+    for kind in ("mousePressed", "mouseReleased"):
+        await page.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+
+async def interact(page: Chromium, key: str, option: int) -> float:
+    """Pick option ``option`` of the select box with widget key ``key``; seconds from the click to idle."""
+    option_css = f'[role="listbox"] [role="option"]:nth-of-type({option + 1})'
+    for _ in range(3):  # a click that lands while the widget is still being drawn opens nothing: click again
+        await _click(page, f'.st-key-{key} button[aria-haspopup="listbox"]')
+        if await page.wait_for(f"!!document.querySelector({json.dumps(option_css)})", 15):
+            break
+    else:
+        raise RuntimeError(f"the options of {key} did not open")
+    t0 = json.loads(await page.evaluate(STATE))["now"]
+    await _click(page, option_css)
+    s = await _settle(page, since=t0)
+    return (s["last"] - t0) / 1000
+
+
+async def measure(lb: str, minimal: str, repeats: int) -> dict[str, dict[str, list[float]]]:
+    out: dict[str, dict[str, list[float]]] = {}
+
+    def add(name: str, what: str, value: float) -> None:
+        out.setdefault(name, {}).setdefault(what, []).append(value)
+
+    async with Chromium() as page:
+        await page.call("Page.addScriptToEvaluateOnNewDocument", source=PROBE)
+        for r in range(repeats):
+            first, idle = await open_page(page, minimal + "/")
+            add("minimal", "first", first)
+            add("minimal", "idle", idle)
+            add("minimal", "interaction", await interact(page, MINIMAL_KEY, 1 if r % 2 == 0 else 0))
+            print(f"  minimal: first {first:.2f} s, idle {idle:.2f} s, rerun {out['minimal']['interaction'][-1]:.2f} s",
+                  flush=True)
+            for name, path in PAGES.items():
+                first, idle = await open_page(page, f"{lb}/{path}")
+                add(name, "first", first)
+                add(name, "idle", idle)
+                click = ""
+                if name == INTERACTION[0]:
+                    add(name, "interaction", await interact(page, INTERACTION[1], 1 + r % 2))
+                    click = f", interaction {out[name]['interaction'][-1]:.2f} s"
+                print(f"  {name}: first {first:.2f} s, idle {idle:.2f} s{click}", flush=True)
+            print(f"  round {r + 1}/{repeats} done", flush=True)
+    return out
+
+
+async def fresh_first(lb: str) -> tuple[float, float]:
+    async with Chromium() as page:
+        await page.call("Page.addScriptToEvaluateOnNewDocument", source=PROBE)
+        return await open_page(page, lb + "/")
+
+
+def apptest_times(db: Path, repeats: int) -> dict[str, float]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from countboard.paths import leaderboard_dir
+    from leaderboard_render import INTERACTIONS, time_page
+
+    os.environ["COUNTBOARD_INDEX_DB"] = str(db)
+    sys.path.insert(0, str(leaderboard_dir()))
+    return {name: time_page(page, repeats)[0] for name, page in APPTEST_PAGES.items() if page in INTERACTIONS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=30_000)
+    ap.add_argument("--metrics", type=int, default=100)
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "countboard-browser-bench")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--apptest", action="store_true", help="also time each page's script with AppTest")
+    args = ap.parse_args(argv)
+    if args.repeats < 3:
+        ap.error("--repeats must be at least 3 (medians)")
+    logging.disable(logging.WARNING)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    store, db = build(args.workdir, args.runs, args.metrics)
+    minimal_py = args.workdir / "minimal.py"
+    minimal_py.write_text(MINIMAL)
+    env = {**os.environ, "COUNTBOARD_INDEX_DB": str(db), "COUNTBOARD_STORE": f"sqlite:///{store / 'mlflow.db'}"}
+    lb_cmd = leaderboard_command(db, "127.0.0.1", _free_port())
+    settings = [x for k, v in STREAMLIT_SETTINGS.items() for x in (f"--{k}", v)]
+    min_cmd = [sys.executable, "-m", "streamlit", "run", str(minimal_py), "--server.address", "127.0.0.1",
+               "--server.port", str(_free_port()), *settings]
+    print(f"load before: {os.getloadavg()[0]:.1f} (1-min average; 2 cores)", flush=True)
+    procs = []
+    try:
+        lb_proc, lb, lb_up = serve(lb_cmd, env, args.workdir / "leaderboard.log")
+        procs.append(lb_proc)
+        fresh = asyncio.run(fresh_first(lb))
+        min_proc, minimal, _ = serve(min_cmd, env, args.workdir / "minimal.log")
+        procs.append(min_proc)
+        asyncio.run(fresh_first(minimal))  # the minimal page's own imports, before it is timed
+        times = asyncio.run(measure(lb, minimal, args.repeats))
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(30)
+    load = os.getloadavg()[0]
+    apptest = apptest_times(db, args.repeats) if args.apptest else {}
+    med = {name: {k: statistics.median(v) for k, v in d.items()} for name, d in times.items()}
+    base = med["minimal"]
+    print(f"\n{args.runs} runs x {args.metrics} metrics; medians of {args.repeats}; load after: {load:.1f}")
+    print(f"{'page':<11}{'first (s)':>10}{'/minimal':>9}{'idle (s)':>10}{'/minimal':>9}{'AppTest (s)':>12}")
+    misses = []
+    for name, m in med.items():
+        rf, ri = m["first"] / base["first"], m["idle"] / base["idle"]
+        at = f"{apptest[name]:12.2f}" if name in apptest else f"{'':>12}"
+        print(f"{name:<11}{m['first']:10.2f}{rf:9.2f}{m['idle']:10.2f}{ri:9.2f}{at}")
+        if name != "minimal" and (rf > FIRST_TARGET or ri > IDLE_TARGET):
+            misses.append(name)
+    beyond = med[INTERACTION[0]]["interaction"] - base["interaction"]
+    print(f"interaction ({INTERACTION[0]} {INTERACTION[1]}): {med[INTERACTION[0]]['interaction']:.2f} s; minimal "
+          f"page's rerun {base['interaction']:.2f} s; beyond it {beyond:+.2f} s (target <= {INTERACTION_BEYOND_S} s)")
+    print(f"fresh server: up in {lb_up:.1f} s; its first Overview: first {fresh[0]:.2f} s, idle {fresh[1]:.2f} s "
+          f"(warm Overview: {med['overview']['first']:.2f} / {med['overview']['idle']:.2f} s; excess "
+          f"{fresh[0] - med['overview']['first']:+.2f} / {fresh[1] - med['overview']['idle']:+.2f} s)")
+    ok = not misses and beyond <= INTERACTION_BEYOND_S
+    print("targets met" if ok else f"targets NOT met: {', '.join(misses) or 'interaction'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
