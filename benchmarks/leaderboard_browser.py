@@ -167,9 +167,10 @@ async def _click(page: Chromium, selector: str) -> None:
         await page.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
 
 
-async def interact(page: Chromium, key: str, option: int) -> float:
-    """Pick option ``option`` of the select box with widget key ``key``; seconds from the click to idle."""
-    option_css = f'[role="listbox"] [role="option"]:nth-of-type({option + 1})'
+async def interact(page: Chromium, key: str) -> float:
+    """Pick the first option not selected of the select box with widget key ``key``; seconds from the click on
+    the option to idle."""
+    option_css = '[role="listbox"] [role="option"][aria-selected="false"]'
     for _ in range(3):  # a click that lands while the widget is still being drawn opens nothing: click again
         await _click(page, f'.st-key-{key} button[aria-haspopup="listbox"]')
         if await page.wait_for(f"!!document.querySelector({json.dumps(option_css)})", 15):
@@ -194,7 +195,7 @@ async def measure(lb: str, minimal: str, repeats: int) -> dict[str, dict[str, li
             first, idle = await open_page(page, minimal + "/")
             add("minimal", "first", first)
             add("minimal", "idle", idle)
-            add("minimal", "interaction", await interact(page, MINIMAL_KEY, 1 if r % 2 == 0 else 0))
+            add("minimal", "interaction", await interact(page, MINIMAL_KEY))
             print(f"  minimal: first {first:.2f} s, idle {idle:.2f} s, rerun {out['minimal']['interaction'][-1]:.2f} s",
                   flush=True)
             for name, path in PAGES.items():
@@ -203,7 +204,7 @@ async def measure(lb: str, minimal: str, repeats: int) -> dict[str, dict[str, li
                 add(name, "idle", idle)
                 click = ""
                 if name == INTERACTION[0]:
-                    add(name, "interaction", await interact(page, INTERACTION[1], 1 + r % 2))
+                    add(name, "interaction", await interact(page, INTERACTION[1]))
                     click = f", interaction {out[name]['interaction'][-1]:.2f} s"
                 print(f"  {name}: first {first:.2f} s, idle {idle:.2f} s{click}", flush=True)
             print(f"  round {r + 1}/{repeats} done", flush=True)
