@@ -102,3 +102,16 @@ def test_mlflow_ui_opens_an_experiment_on_its_runs_table(tmp_path):
 
     tags = MlflowClient(tracking_uri=store.uri).get_experiment("0").tags
     assert tags.get(EXPERIMENT_KIND_TAG) == EXPERIMENT_KIND  # `countboard mlflow-ui` marked the Default one
+
+
+def test_new_local_stores_have_a_classic_default_experiment(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from countboard.tracking.local_store import ensure_local_store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the first store is built, the second copied
+    for name in ("built", "copied"):
+        db = ensure_local_store(tmp_path / name)
+        tags = MlflowClient(tracking_uri=f"sqlite:///{db}").get_experiment("0").tags
+        assert tags.get(EXPERIMENT_KIND_TAG) == EXPERIMENT_KIND, name
+    assert (tmp_path / "cache" / "countboard").is_dir()
