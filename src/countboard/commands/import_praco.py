@@ -19,8 +19,8 @@ def run(args) -> int:
     from countboard.tracking.store import open_store
 
     results = import_folders(
-        args.model_dir, args.fsc147, open_store(args.store, create=True), final_metrics=args.final_metrics,
-        split=args.split, gt_maps_dir=args.gt_density_maps, exclude=args.exclude, collage=args.collage,
+        args.model_dir, args.fsc147, open_store(args.store, create=True), multiclass_meta=args.multiclass,
+        final_metrics=args.final_metrics, all_class_images=args.all_class_images, split=args.split, gt_maps_dir=args.gt_density_maps, exclude=args.exclude, collage=args.collage,
         model=args.model, official_rounding=args.official_rounding, keep_maps=args.keep_maps,
         experiment=args.experiment, force=args.force)
     for result in results:
@@ -39,16 +39,23 @@ def run(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "import-praco", help="import PrACo results in the authors' released layout: one run per (model, split)",
-        description="Score a benchmark_results/<MODEL>/ folder with the paper's definitions and the released "
-        "scorer's (official_*), and log one MLflow run. Cells that cannot be scored are reported as "
+        "import-praco", help="import PrACo / PrACo++ results in the authors' released layout: one run per folder",
+        description="Score a benchmark_results/<MODEL>/ (PrACo) or multiclass_benchmark_results/<MODEL>/ "
+        "(PrACo++) folder with the paper's definitions and the released scorer's (official_*), and log one "
+        "MLflow run. Cells that cannot be scored are reported as "
         "file:row,column: reason and left out.")
-    p.add_argument("model_dir", nargs="+", help="benchmark_results/<MODEL>/ folder(s), one run each")
-    p.add_argument("--fsc147", required=True, metavar="META_DIR",
-                   help="FSC-147 metadata: ImageClasses_FSC147.txt, Split_Classes_FSC147.json, counts")
+    p.add_argument("model_dir", nargs="+", help="benchmark_results/<MODEL>/ or multiclass_benchmark_results/<MODEL>/ "
+                   "folder(s), one run each")
+    p.add_argument("--fsc147", default=None, metavar="META_DIR",
+                   help="FSC-147 metadata (PrACo folders): ImageClasses_FSC147.txt, Split_Classes_FSC147.json, counts")
+    p.add_argument("--multiclass", default=None, metavar="META_DIR",
+                   help="PrACo++ metadata (multi-class folders): multiclass_split_{images,classes}.json, "
+                   "multiclass_class_counts_per_image.json; ground-truth maps in its density_maps/")
+    p.add_argument("--all-class-images", choices=("leave_out", "count"), default="leave_out",
+                   help="PrACo++: images holding every class in MNP, NMN macro and PCCN (official_mc_* count them)")
     p.add_argument("--split", default="test", help="split (default: test)")
     p.add_argument("--gt-density-maps", default=None, metavar="DIR",
-                   help="ground-truth density maps <img id>.npy (needed for the localized metrics)")
+                   help="ground-truth density maps <img id>.npy, PrACo++: <img id>_<class>.npy (for the localized metrics)")
     p.add_argument("--exclude", default=None, metavar="FILE",
                    help="exclusion list, ids with or without .jpg (default: the bundled 38 multi-class images)")
     p.add_argument("--collage", choices=sorted(HALVES), default="vertical", help="mosaic orientation")

@@ -3,7 +3,9 @@
 Takes one or more runs of one counter (an imported ``praco`` run, or a ``praco_negative`` and a ``praco_mosaic``
 run) and writes ``OUT/<MODEL>/`` with ``Inference_Test1_*``, ``Inference_Test2_{Upper,Lower}_*``,
 ``mosaic_image_pairs.csv`` and, when the run kept them, ``density_maps/`` and the ground-truth maps
-(``OUT/gt_density_maps/``). Counts are written with 2 decimals, as the release stores them.
+(``OUT/gt_density_maps/``). Counts are written with 2 decimals, as the release stores them. A PrACo++ run (an
+imported one, or a ``praco_multiclass`` run) is written as ``OUT/<MODEL>/multiclass_<MODEL>_<split>1.csv`` with
+``density_maps/<img id>_<class>.npy`` when the run kept them.
 
 Example:
     countboard export-praco 3f2a... 9b1c... --out benchmark_results --store mlruns
@@ -18,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from countboard.counting.released.layout import PracoResults, write_results
+from countboard.counting.released.multiclass import write_mc_results
 from countboard.errors import ConfigError
 from countboard.tracking import tags as tg
 from countboard.tracking.tags import RunTags
@@ -56,14 +59,18 @@ def collect(tracker, run_ids: list[str]) -> tuple[dict[str, pd.DataFrame], dict[
                 if value and seen.setdefault(key, value) != value:
                     raise ConfigError(f"run {run_id} has {key}={value!r} but an earlier run has {seen[key]!r}; "
                                       "export the runs of one counter on one split together")
-            for name in ("negative_counts", "mosaic_upper", "mosaic_lower", "mosaic_pairs"):
+            for name in ("negative_counts", "mosaic_upper", "mosaic_lower", "mosaic_pairs", "multiclass_counts"):
                 table = _read_table(tracker, run_id, name, Path(tmp) / str(k))
                 if table is not None:
                     tables[name] = table
             maps.update(_read_maps(tracker, run_id, Path(tmp) / f"m{k}"))
     if not tables:
-        raise ConfigError(f"runs {', '.join(run_ids)} hold no PrACo count tables (tables/negative_counts.parquet "
-                          "or tables/mosaic_upper.parquet); give praco_negative, praco_mosaic or import-praco runs")
+        raise ConfigError(f"runs {', '.join(run_ids)} hold no PrACo count tables (tables/negative_counts.parquet, "
+                          "mosaic_upper.parquet or multiclass_counts.parquet); give praco_negative, praco_mosaic, "
+                          "praco_multiclass or import-praco runs")
+    if "multiclass_counts" in tables and len(tables) > 1:
+        raise ConfigError(f"runs {', '.join(run_ids)} mix PrACo++ (multi-class) and PrACo results; export them "
+                          "apart")
     return tables, maps, RunTags(model=seen.get(tg.MODEL), split=seen.get(tg.SPLIT))
 
 
@@ -111,7 +118,13 @@ def export_praco(tracker, run_ids: list[str], out_dir: str | Path, model: str | 
     model = model or tags.model
     if not model:
         raise ConfigError(f"the runs have no `{tg.MODEL}` tag: pass --model NAME")
-    res = build_results(tables, model, split or tags.split or "test")
+    split = split or tags.split or "test"
     pred = {k: v for k, v in maps.items() if not k.startswith("gt:")}
     gt_maps = {k[3:]: v for k, v in maps.items() if k.startswith("gt:")}
+    if "multiclass_counts" in tables:
+        counts = tables["multiclass_counts"]
+        classes = [c for c in counts.columns if c != "image_id"]
+        return write_mc_results(out_dir, model, split, counts["image_id"].astype(str).tolist(), classes,
+                                counts[classes].to_numpy(np.float64), pred or None, gt_maps or None, gt_dir)
+    res = build_results(tables, model, split)
     return write_results(out_dir, res, pred or None, gt_maps or None, gt_dir)
