@@ -82,6 +82,30 @@ def test_oracle_is_perfect(synthetic, ctx):
     assert m["mc_pccn_one_at_a_time"] == 100.0 and m["mc_pccn_avg_gt"] == 100.0
     assert m["mc_mae_macro"] == 0.0 and m["mc_rmse_micro"] == 0.0
     assert result.tables["multiclass_counts"].shape == (8, 1 + 4)
+    # the oracle's maps are the annotated points: every localized value is perfect, on every grid
+    for n in (4, 16, 64):
+        assert m[f"mc_localized_mae_macro_div{n}"] == pytest.approx(0.0, abs=1e-9)
+        for what in ("recall", "precision", "fscore"):
+            assert m[f"mc_localized_{what}_micro_div{n}"] == pytest.approx(1.0), (what, n)
+    assert m["official_mc_mnp_macro"] == 0.0 and m["official_mc_pccn_avg_gt"] == 100.0
+
+
+def test_all_class_images_convention_and_kept_maps(synthetic, ctx):
+    """The authors' divisor when asked (official_mc_* always), and every predicted map kept, summing to its count."""
+    left = run(PracoMulticlass(), ClassBlindCounter(), synthetic, ctx)
+    counted = run(PracoMulticlass(all_class_images="count", keep_maps=True), ClassBlindCounter(), synthetic, ctx)
+    for key in ("mc_mnp_macro", "mc_nmn_macro", "mc_pccn_one_at_a_time", "mc_pccn_avg_gt"):
+        assert counted.metrics[key] == pytest.approx(counted.metrics[f"official_{key}"])
+        assert left.metrics[f"official_{key}"] == pytest.approx(counted.metrics[f"official_{key}"])
+    assert left.tags["praco.all_class_images"] == "leave_out"
+    maps = counted.arrays["density_maps"]
+    first = synthetic.image_ids[0]
+    stem = Path(first).stem
+    assert {f"{stem}_{c}" for c in synthetic.classes} <= set(maps)
+    assert float(maps[f"{stem}_{synthetic.classes[0]}"].sum()) == pytest.approx(
+        counted.tables["multiclass_counts"].iloc[0][synthetic.classes[0]], rel=1e-5)
+    with pytest.raises(ConfigError, match="all_class_images"):
+        PracoMulticlass(all_class_images="sometimes")
 
 
 def _hand(gt: np.ndarray) -> dict[str, float]:

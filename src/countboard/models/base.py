@@ -61,8 +61,44 @@ class Counter(ABC):
         return self.decode(self.encode_images(items), prompts)
 
     def count(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> np.ndarray:
-        """Counts (density map sums) of ``items[i]`` prompted with ``prompts[i]``."""
-        return np.array([float(m.sum()) for m in self.density(items, prompts)])
+        """Counts of ``items[i]`` prompted with ``prompts[i]`` (``map_count`` of each density map)."""
+        return np.array([map_count(m) for m in self.density(items, prompts)])
+
+    @classmethod
+    def preflight(cls, node: Mapping[str, Any]) -> None:
+        """Check, before any run exists, that what the model needs (code, weights, packages) is there; raise a
+        ``CountboardError`` naming what is missing and where to get it. ``node``: the model's config."""
+        return None
+
+    def run_tags(self) -> dict[str, str]:
+        """Tags the run records about the model once it is built (e.g. the revision of external code)."""
+        return {}
+
+
+class CountedMap(np.ndarray):
+    """A density map whose count is not its sum (a detector's thresholded count): ``map_count`` reads ``count``."""
+
+    count: float
+
+    def __new__(cls, density: np.ndarray, count: float) -> CountedMap:
+        out = np.asarray(density).view(cls)
+        out.count = float(count)
+        return out
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.count = getattr(obj, "count", float("nan"))
+
+
+def map_count(density: np.ndarray) -> float:
+    """The count of a density map: its ``count`` when it is a ``CountedMap``, else its sum.
+
+    Example:
+        >>> map_count(np.ones((2, 2))), map_count(CountedMap(np.ones((2, 2)), 3.0))
+        (4.0, 3.0)
+    """
+    if isinstance(density, CountedMap):
+        return float(density.count)
+    return float(np.asarray(density).sum())
 
 
 def check_one_prompt_each(features: Sequence[Any], prompts: Sequence[str], what: str = "images",

@@ -62,6 +62,11 @@ MANIFEST_PARTS = "countboard.artifacts.parts"
 ATTRIBUTE, BCC_METHOD, AUTOEVAL_UNIT = "attribute", "bcc_method", "autoeval_unit"
 HUMAN_SOURCE, ANNOTATORS, LABEL_FILE_PROBLEMS = "human_source", "annotators", "label_file_problems"
 PRACO_N_CLASSES, PRACO_ORIENTATION, PRACO_MOSAIC = "praco.n_classes", "praco.orientation", "praco.mosaic"
+PRACO_ALL_CLASS_IMAGES = "praco.all_class_images"
+
+# --- what a model adds (``Counter.run_tags``) ---------------------------------------------------------------------
+PRACO_REPO_REVISION, PRACO_COUNTER = "praco.repo_revision", "praco.counter"
+PRACO_FILTERED_CHECKPOINTS = "praco.filtered_checkpoints"
 PG_ACCURACY_K_OF_N, PG_UNCERTAINTY_K_OF_N = "pg_accuracy_k_of_n", "pg_uncertainty_k_of_n"
 EXPLAINER_METHOD, EXPLAINER_DETAIL = "explainer_method", "explainer_detail"
 #: How a run's bootstrap intervals were drawn (``countboard.metrics.bootstrap.describe``).

@@ -10,7 +10,8 @@ Layout under ``root``::
     multiclass_split_classes.json            {"test": [class names]}
 
 ``multiclass_image_classes.txt``, ``multiclass_gt_counts.json`` and ``densitymap_sigmas_per_class.json`` may be
-present and are not needed. ``SyntheticMulticlass`` writes coloured shapes in the same layout.
+present and are not needed; ``density_maps/<img id>_<class>.npy`` (the authors' ground-truth maps), when present,
+are the ground truth of the localized metrics (else the annotated points are). ``SyntheticMulticlass`` writes coloured shapes in the same layout.
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ class PracoMulticlassDataset(ListedSplitDataset):
     def counts_of(self, image_id: str) -> dict[str, int]:
         """Ground-truth count of every class of the split in the image (0 where absent)."""
         return dict(self._counts[image_id])
+
+    def gt_density_map(self, image_id: str, class_name: str) -> np.ndarray | None:
+        """The release's ground-truth map ``root/density_maps/<img id>_<class>.npy``, or ``None`` when absent."""
+        path = self.root / "density_maps" / f"{Path(image_id).stem}_{class_name}.npy"
+        return np.load(path, allow_pickle=False) if path.is_file() else None
 
     def class_of(self, image_id: str) -> str:
         counts = self._counts[image_id]

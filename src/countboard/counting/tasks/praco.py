@@ -52,6 +52,7 @@ from countboard.metrics.counting import (
 )
 from countboard.metrics.grounding import mosaic_grounding
 from countboard.metrics.praco_official import OFFICIAL_GRIDS, official_mosaic_cells, official_negative_metrics
+from countboard.models.base import map_count
 from countboard.results import RunContext, Task, TaskResult
 from countboard.tracking import tags as tg
 
@@ -106,9 +107,10 @@ def _stack(column: pd.Series) -> np.ndarray:
 
 
 def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classes: list[str], ctx: RunContext,
-                       record: Callable[[ImageItem, list[float]], dict]) -> list[dict]:
+                       record: Callable[..., dict], with_maps: bool = False) -> list[dict]:
     """Each image encoded once and decoded with every name of ``classes``; ``record(item, counts)`` builds its
-    record. An image that fails to load, encode or decode gets an error record; the others go on."""
+    record (``record(item, counts, maps)`` with ``with_maps``). An image that fails to load, encode or decode
+    gets an error record; the others go on."""
     records: dict[str, dict] = {}
     loaded: list[ImageItem] = []
     for uid in unit_ids:
@@ -130,7 +132,11 @@ def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classe
             except Exception as exc:
                 records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
                 continue
-            records[item.image_id] = record(item, [float(m.sum()) for m in maps])
+            counts = [map_count(m) for m in maps]
+            try:
+                records[item.image_id] = record(item, counts, maps) if with_maps else record(item, counts)
+            except Exception as exc:
+                records[item.image_id] = error_record(item.image_id, "scoring the density maps failed", exc)
     return [records[u] for u in unit_ids]
 
 

@@ -1,11 +1,15 @@
 """PrACo++ multi-class test: each image (several classes) prompted with every class of the split.
 
 One unit per image: the image is encoded once and decoded with every class name, giving one row of the
-images x classes count matrix; the metrics are those of ``countboard.metrics.praco_multiclass``.
+images x classes count matrix; the metrics are those of ``countboard.metrics.praco_multiclass``. Each record also
+holds, per positive class, the localized cell sums against the ground-truth map (the dataset's
+``gt_density_map``, else a map of the annotated points), and with ``keep_maps`` every predicted map, so that the run
+exports to the authors' layout with its density maps.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -13,26 +17,49 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from countboard.counting.datasets.mosaic import points_to_density
+from countboard.counting.released.multiclass import count_tables, mc_map_name, mc_metrics
 from countboard.counting.tasks.praco import finite_metrics, prompt_every_class
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.metrics import bootstrap
-from countboard.metrics.praco_multiclass import multiclass_metrics, multiclass_units
+from countboard.metrics.praco_multiclass import (
+    ALL_CLASS_IMAGES,
+    CONVENTION_KEYS,
+    localized_class_sums,
+    multiclass_localized_metrics,
+    multiclass_units,
+)
+from countboard.metrics.praco_official import OFFICIAL_GRIDS
 from countboard.results import RunContext, Task, TaskResult
 from countboard.tracking import tags as tg
 
 log = logging.getLogger(__name__)
 
+#: Record fields: per positive class, ``[TP, FP, AE, GT]`` per grid of ``OFFICIAL_GRIDS`` (flattened), and the maps.
+SUMS_FIELD, MAPS_FIELD = "localized_sums", "maps_npz"
+
 
 class PracoMulticlass(Task):
-    """Every multi-class image prompted with every class of its split (MNP, NMN, MAE, RMSE, PCCN).
+    """Every multi-class image prompted with every class of its split (MNP, NMN, MAE, RMSE, PCCN, localized).
 
     The dataset must provide ``counts_of(image_id) -> {class: count}`` (``praco_multiclass`` and
     ``synthetic_multiclass`` do).
+
+    Args:
+        all_class_images: ``leave_out`` (images holding every class are not in MNP, NMN macro and PCCN) or
+            ``count`` (they count in the divisor, as the authors' scorer does); ``official_mc_*`` always count them.
+        keep_maps: Store every predicted density map in the run (``arrays/density_maps.npz``).
     """
 
     name = "praco_multiclass"
     family = "counters"
+
+    def __init__(self, all_class_images: str = "leave_out", keep_maps: bool = False):
+        if all_class_images not in ALL_CLASS_IMAGES:
+            raise ConfigError(f"task.all_class_images={all_class_images!r}: use one of {', '.join(ALL_CLASS_IMAGES)}")
+        self.all_class_images = all_class_images
+        self.keep_maps = bool(keep_maps)
 
     def units(self, model: Any, dataset: Any, ctx: RunContext) -> list[str]:
         if not hasattr(dataset, "counts_of"):
@@ -43,12 +70,23 @@ class PracoMulticlass(Task):
     def run_units(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         classes = dataset.classes
 
-        def record(item: ImageItem, counts: list[float]) -> dict:
+        def record(item: ImageItem, counts: list[float], maps: list[np.ndarray]) -> dict:
             gt = dataset.counts_of(item.image_id)
-            return {"unit_id": item.image_id, "image_id": item.image_id, "counts": counts,
-                    "gt_counts": [int(gt[c]) for c in classes]}
+            sums = []
+            for k, cls in enumerate(classes):
+                if gt[cls] > 0:
+                    truth = _gt_map(dataset, item, cls)
+                    cells = localized_class_sums(np.asarray(maps[k]), truth)
+                    sums.append(np.concatenate([cells[n] for n in OFFICIAL_GRIDS]).tolist())
+            out = {"unit_id": item.image_id, "image_id": item.image_id, "counts": counts,
+                   "gt_counts": [int(gt[c]) for c in classes], SUMS_FIELD: sums}
+            if self.keep_maps:
+                buf = io.BytesIO()
+                np.savez_compressed(buf, **{c: np.asarray(m, np.float32) for c, m in zip(classes, maps, strict=True)})
+                out[MAPS_FIELD] = buf.getvalue()
+            return out
 
-        return prompt_every_class(model, dataset, unit_ids, classes, ctx, record)
+        return prompt_every_class(model, dataset, unit_ids, classes, ctx, record, with_maps=True)
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: Any, ctx: RunContext) -> TaskResult:
         classes = dataset.classes
@@ -57,15 +95,51 @@ class PracoMulticlass(Task):
         if pred.shape[1] != len(classes):
             raise ConfigError(f"records hold {pred.shape[1]} counts per image but the split has {len(classes)} "
                               "classes; the dataset changed since the checkpoints were written: rerun with force=true")
-        metrics = multiclass_metrics(pred, gt)
-        metrics.update(bootstrap.interval_metrics(multiclass_units(pred, gt)))
-        wide = pd.DataFrame(pred, columns=classes)
-        wide.insert(0, "image_id", records["image_id"].to_numpy())
-        truth = pd.DataFrame(gt.astype(int), columns=classes)
-        truth.insert(0, "image_id", records["image_id"].to_numpy())
-        long = wide.melt(id_vars="image_id", var_name="prompt", value_name="count")
-        long["gt"] = truth.melt(id_vars="image_id", var_name="prompt", value_name="gt")["gt"].to_numpy()
-        long["positive"] = long["gt"] > 0
-        return TaskResult(metrics=finite_metrics(metrics),
-                          tables={"multiclass_counts": wide, "multiclass_gt": truth, "multiclass_matrix": long},
-                          tags={tg.PRACO_N_CLASSES: str(len(classes)), tg.BOOTSTRAP: bootstrap.describe()})
+        metrics = mc_metrics(pred, gt, self.all_class_images)
+        intervals = bootstrap.interval_metrics(multiclass_units(pred, gt))
+        if self.all_class_images != "leave_out":  # the intervals are of the leave_out values of these keys
+            intervals = {k: v for k, v in intervals.items() if not k.startswith(CONVENTION_KEYS)}
+        metrics.update(intervals)
+        arrays: dict[str, dict[str, np.ndarray]] = {}
+        if SUMS_FIELD in records:
+            index, rows = [], []
+            for i, sums in enumerate(records[SUMS_FIELD]):
+                for row in (sums if sums is not None else []):
+                    index.append(i)
+                    rows.append(np.asarray(row, np.float64).reshape(len(OFFICIAL_GRIDS), 4))
+            if rows:
+                stacked = np.stack(rows)
+                per_grid = {n: stacked[:, k] for k, n in enumerate(OFFICIAL_GRIDS)}
+                metrics.update(multiclass_localized_metrics(per_grid, np.array(index)))
+        if self.keep_maps and MAPS_FIELD in records:
+            arrays["density_maps"] = _maps(records, dataset)
+        tables = count_tables(records["image_id"].astype(str).tolist(), list(classes), pred, gt)
+        return TaskResult(metrics=finite_metrics(metrics), tables=tables, arrays=arrays,
+                          tags={tg.PRACO_N_CLASSES: str(len(classes)), tg.BOOTSTRAP: bootstrap.describe(),
+                                tg.PRACO_ALL_CLASS_IMAGES: self.all_class_images})
+
+
+def _gt_map(dataset: Any, item: ImageItem, class_name: str) -> np.ndarray:
+    """The dataset's ground-truth map of the class (the release's Gaussian maps), else its annotated points."""
+    getter = getattr(dataset, "gt_density_map", None)
+    truth = getter(item.image_id, class_name) if getter is not None else None
+    if truth is None:
+        truth = points_to_density(item.points.get(class_name, np.zeros((0, 2))), item.size)
+    return truth
+
+
+def _maps(records: pd.DataFrame, dataset: Any) -> dict[str, np.ndarray]:
+    """Predicted maps (``<img id>_<class>``) and the ground-truth maps the dataset has (``gt:<img id>_<class>``)."""
+    out: dict[str, np.ndarray] = {}
+    for image_id, blob in zip(records["image_id"], records[MAPS_FIELD], strict=True):
+        if blob is None:
+            continue
+        with np.load(io.BytesIO(blob)) as npz:
+            for cls in npz.files:
+                out[mc_map_name(str(image_id), cls)[:-4]] = npz[cls]
+        getter = getattr(dataset, "gt_density_map", None)
+        for cls, count in dataset.counts_of(str(image_id)).items():
+            truth = getter(str(image_id), cls) if getter is not None and count > 0 else None
+            if truth is not None:
+                out["gt:" + mc_map_name(str(image_id), cls)[:-4]] = np.asarray(truth)
+    return out
