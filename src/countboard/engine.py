@@ -145,8 +145,22 @@ def _open_cell(cfg: DictConfig) -> tuple[Cell, Any]:
     tracker.check()
     resolve_device(cfg.device)
     dataset = instantiate_node(cfg, "dataset")
+    _preflight_model(cfg)
     node = OmegaConf.to_container(cfg.dataset, resolve=True)
     return Cell(cfg, tracker, dataset_fingerprint(dataset, node)), dataset
+
+
+def _preflight_model(cfg: DictConfig) -> None:
+    """The model's own check of its code, weights and packages (``Counter.preflight``), before any run exists."""
+    from hydra.utils import get_class
+
+    try:
+        cls = get_class(cfg.model._target_)
+    except Exception:  # an unknown target is reported, with the valid keys, when the model is built
+        return
+    preflight = getattr(cls, "preflight", None)
+    if preflight is not None:
+        preflight(OmegaConf.to_container(cfg.model, resolve=True))
 
 
 def run_job(cfg: DictConfig) -> str | None:
@@ -167,6 +181,8 @@ def run_job(cfg: DictConfig) -> str | None:
             task: Task = instantiate_node(cfg, "task")
             with numerics(cell.device, str(cfg.get("precision", "fp32"))):
                 model = instantiate_node(cfg, "model", device=cell.device)
+                if hasattr(model, "run_tags") and model.run_tags():
+                    cell.tracker.set_tags(cell.run_id, model.run_tags())
                 records, failed = compute_units(task, model, dataset, ctx, cell, int(cfg.checkpoint_every))
                 _finish(cell, task, model, dataset, ctx, records, failed, t0)
             return cell.run_id

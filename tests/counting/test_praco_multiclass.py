@@ -98,6 +98,8 @@ def test_all_class_images_convention_and_kept_maps(synthetic, ctx):
         assert counted.metrics[key] == pytest.approx(counted.metrics[f"official_{key}"])
         assert left.metrics[f"official_{key}"] == pytest.approx(counted.metrics[f"official_{key}"])
     assert left.tags["praco.all_class_images"] == "leave_out"
+    final = pd.read_csv(counted.files["multiclass_final_metrics_test.csv"], index_col=0)
+    assert final["MNP_macro"].iloc[0] == pytest.approx(round(counted.metrics["official_mc_mnp_macro"], 3))
     maps = counted.arrays["density_maps"]
     first = synthetic.image_ids[0]
     stem = Path(first).stem

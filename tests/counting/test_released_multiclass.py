@@ -180,8 +180,8 @@ def test_cli_import_export_import_is_the_identity(clean, tmp_path, capsys):
     second = runs[1]
     assert set(second.data.metrics) == set(first.data.metrics)
     assert second.data.metrics == pytest.approx(first.data.metrics, rel=1e-6)
-    final = pd.read_csv(tmp_path / "final.csv")
-    assert final["Model"].tolist() == [MODEL] and "Localized_Fscore_micro_div64" in final
+    final = pd.read_csv(tmp_path / "final.csv", index_col=0)    # the authors' layout: row index, then Model
+    assert final["Model"].tolist() == [MODEL] and list(final.columns) == ["Model", *MC_CSV_COLUMNS]
     assert json.loads(tracker.download(first.info.run_id, "problems.json", tmp_path / "p").read_text()) == []
     assert Path(tracker.download(first.info.run_id, "files/multiclass_final_metrics_test.csv",
                                  tmp_path / "f")).is_file()

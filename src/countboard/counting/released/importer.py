@@ -77,7 +77,9 @@ def _digest(model_dir: Path, gt_dir: Path | None, exclude: Path | None, options:
 def write_artifacts(scored: Scored, split: str, root: Path, final_name: str = "final_metrics") -> None:
     """The run's artifacts in the layout the project's tasks use (``tables/``, ``arrays/``, ``files/``)."""
     (root / "files").mkdir()
-    scored.final_metrics.to_csv(root / "files" / f"{final_name}_{split}.csv", index=False)
+    # the authors' multi-class scorer writes its row index as a first, unnamed column
+    scored.final_metrics.to_csv(root / "files" / f"{final_name}_{split}.csv",
+                                index=final_name == "multiclass_final_metrics")
     (root / "problems.json").write_text(json.dumps([str(p) for p in scored.problems], indent=1))
     if scored.tables:
         (root / "tables").mkdir()
@@ -205,5 +207,6 @@ def import_folders(model_dirs: list[str | Path], meta_dir: str | Path | None, tr
     if final_metrics is not None:
         import pandas as pd
 
-        pd.concat([r.scored.final_metrics for r in results], ignore_index=True).to_csv(final_metrics, index=False)
+        table = pd.concat([r.scored.final_metrics for r in results], ignore_index=True)
+        table.to_csv(final_metrics, index=all(r.tags.task == MC_TASK for r in results))
     return results

@@ -28,6 +28,7 @@ from countboard.counting.datasets.mosaic import (
     points_to_density,
     read_pairs_file,
 )
+from countboard.counting.released.layout import HALVES, map_name
 from countboard.counting.released.official import (
     SUMS_FIELD,
     final_metrics_file,
@@ -237,6 +238,8 @@ class PracoMosaic(Task):
             filter, partners from Python's ``random`` seeded with 123, vertical; see ``countboard.counting.datasets.mosaic``).
         pairs_file: The release's ``mosaic_image_pairs.csv``: take the negative images from it.
         official_rounding: Score ``official_*`` on counts with 2 decimals and round as the released scorer.
+        keep_maps: Store the predicted map of both halves of every mosaic (``arrays/density_maps.npz``, keys as
+            the release names its files: ``<img id>_<class>_upper``), so that ``export-praco`` writes them.
     """
 
     name = "praco_mosaic"
@@ -245,7 +248,8 @@ class PracoMosaic(Task):
 
     def __init__(self, orientation: str = "vertical", tile_size: Sequence[int] | None = None,
                  classes: Sequence[str] | None = None, seed: int | None = None, n_figures: int = 8,
-                 mosaic: str = "default", pairs_file: str | None = None, official_rounding: bool = False):
+                 mosaic: str = "default", pairs_file: str | None = None, official_rounding: bool = False,
+                 keep_maps: bool = False):
         if orientation not in ("vertical", "horizontal"):
             raise ConfigError(f"task.orientation={orientation!r}: use vertical or horizontal")
         if mosaic not in MOSAIC_PRESETS:
@@ -256,6 +260,7 @@ class PracoMosaic(Task):
         self.mosaic = mosaic
         self.pairs = read_pairs_file(pairs_file) if pairs_file else None
         self.official_rounding = bool(official_rounding)
+        self.keep_maps = bool(keep_maps)
         self.orientation = orientation
         self.tile_size = tuple(int(v) for v in tile_size) if tile_size is not None else None
         self.classes = list(classes) if classes is not None else None
@@ -369,7 +374,12 @@ class PracoMosaic(Task):
         pred_pos, pred_neg = np.split(dmap, [mosaic.seam], axis=1 - axis)
         sums = official_mosaic_cells(pred_pos, pred_neg, np.split(gt_map, [mosaic.seam], axis=1 - axis)[0],
                                      self.orientation)
-        return {**grounding,
+        kept = {}
+        if self.keep_maps:
+            buf = io.BytesIO()
+            np.savez_compressed(buf, pos=pred_pos.astype(np.float32), neg=pred_neg.astype(np.float32))
+            kept = {"maps_npz": buf.getvalue()}
+        return {**grounding, **kept,
             "unit_id": uid, "image_id": mosaic.positive_id, "class_name": item.class_name, "other_class": other,
             "partner_id": mosaic.negative_id, "gt": int(dataset.count_of(mosaic.positive_id)),
             "upper": upper, "lower": lower, "single": self._single[mosaic.positive_id],
@@ -416,7 +426,7 @@ class PracoMosaic(Task):
         if "figure_png" in records:
             drawn = records.dropna(subset=["figure_png"])
             figures = {f"mosaic_{k}": bytes(png) for k, png in zip(drawn["figure"], drawn["figure_png"], strict=True)}
-        pairs = records.drop(columns=["pred_cells", "gt_cells", "figure_png"], errors="ignore").rename(
+        pairs = records.drop(columns=["pred_cells", "gt_cells", "figure_png", "maps_npz"], errors="ignore").rename(
             columns={"upper": "c_pos", "lower": "c_neg", "single": "c_single"})
         pairs["drift"] = drift[r, c]
         if "figure" not in pairs:
@@ -426,10 +436,25 @@ class PracoMosaic(Task):
                   "mosaic_lower": _matrix_table(lower, images, classes, gt)}
         arrays = {"mosaic_cells": {"pred": pred_cells, "gt": gt_cells,
                                    "unit_id": records["unit_id"].to_numpy().astype(str)}}
+        if self.keep_maps and "maps_npz" in records:
+            arrays["density_maps"] = self._kept_maps(records)
         return TaskResult(metrics=finite_metrics(metrics), tables=tables, figures=figures, arrays=arrays,
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
                           tags={tg.PRACO_ORIENTATION: self.orientation, tg.PRACO_MOSAIC: self.mosaic,
                                 tg.BOOTSTRAP: bootstrap.describe()})
+
+    def _kept_maps(self, records: pd.DataFrame) -> dict[str, np.ndarray]:
+        """Both halves of every mosaic, named as the release names its map files (without ``.npy``)."""
+        halves = HALVES[self.orientation]
+        out = {}
+        for image_id, other, blob in zip(records["image_id"], records["other_class"], records["maps_npz"],
+                                         strict=True):
+            if blob is None:
+                continue
+            with np.load(io.BytesIO(blob)) as npz:
+                for half, key in zip(halves, ("pos", "neg"), strict=True):
+                    out[map_name(str(image_id), str(other), half)[:-4]] = npz[key]
+        return out
 
     def _sample_figure(self, mosaic: Mosaic, dmap: np.ndarray, gt: int) -> bytes:
         """The mosaic and its density map (PNG), titled with the counts of both halves."""

@@ -4,7 +4,8 @@ One unit per image: the image is encoded once and decoded with every class name,
 images x classes count matrix; the metrics are those of ``countboard.metrics.praco_multiclass``. Each record also
 holds, per positive class, the localized cell sums against the ground-truth map (the dataset's
 ``gt_density_map``, else a map of the annotated points), and with ``keep_maps`` every predicted map, so that the run
-exports to the authors' layout with its density maps.
+exports to the authors' layout with its density maps. ``files/multiclass_final_metrics_<split>.csv`` is the row
+the authors' ``multiclass_main_statistics.py`` would write for the run.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from countboard.metrics.praco_multiclass import (
     ALL_CLASS_IMAGES,
     CONVENTION_KEYS,
     localized_class_sums,
+    mc_final_metrics_row,
     multiclass_localized_metrics,
     multiclass_units,
 )
@@ -114,7 +116,11 @@ class PracoMulticlass(Task):
         if self.keep_maps and MAPS_FIELD in records:
             arrays["density_maps"] = _maps(records, dataset)
         tables = count_tables(records["image_id"].astype(str).tolist(), list(classes), pred, gt)
+        name = f"multiclass_final_metrics_{getattr(dataset, 'split', 'test')}.csv"
+        label = str(getattr(model, "name", "") or type(model).__name__)
+        pd.DataFrame([mc_final_metrics_row(label, metrics)]).to_csv(ctx.work_dir / name)
         return TaskResult(metrics=finite_metrics(metrics), tables=tables, arrays=arrays,
+                          files={name: ctx.work_dir / name},
                           tags={tg.PRACO_N_CLASSES: str(len(classes)), tg.BOOTSTRAP: bootstrap.describe(),
                                 tg.PRACO_ALL_CLASS_IMAGES: self.all_class_images})
 

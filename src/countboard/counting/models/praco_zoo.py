@@ -1,0 +1,282 @@
+"""The ten counters of the PrACo benchmark, run through the authors' own wrappers (github.com/ciampluca/PrACo).
+
+A checkout of that repository (``model.repo``) holds one ``BaseModel`` subclass per counter
+(``models/base_model.py``: ``get_text_prompt(text)``, ``infer(img, text, **kwargs) -> (count, density map)``) and
+``models/loader.py`` (``load_model(model_name, img_directory, split_images, split_classes,
+load_filtered_checkpoints=False, device=None, split='test')``). ``PracoZooCounter`` builds the counter with
+``load_model`` and calls ``infer`` the way the authors' ``benchmark/benchmark.py`` and
+``benchmark/multiclass_benchmark.py`` do:
+
+- every prompt is ``get_text_prompt(class name)`` (each counter has its own convention: ``"the <class>"`` for
+  CounTX, a class index for ZSC, ``["<class>."]`` for GroundingREC, a singular noun for CountGD, ...);
+- negative-label test: ``infer(img, prompt)``, except DAVE: ``infer(img, text=prompt,
+  text_positive=get_text_prompt(<the image's class>))``; the count is the returned count;
+- multi-class test: the same, DAVE with ``text_positive=[prompts of every class in the image]``,
+  ``per_cluster_thresh`` and ``take_min_score`` (``multiclass_main.py``'s defaults: ``True``, ``False``);
+- mosaic test (``density``): ``infer(collage, prompt)`` for every counter; the halves are summed from the map;
+- ``count`` (the ``classic`` task, the mosaic test's single-image counts): as the negative-label test.
+
+The returned map is resized to the image (bilinear, sum kept) as every counter's map is. None of the published
+wrappers separates image encoding from prompting (each ``infer`` encodes the image again), so
+``caches_image_features`` is ``False`` and the negative test calls ``infer`` once per (image, prompt) pair, with a
+progress bar. ``preflight`` checks the checkout, the weights ``load_model`` will open and the checkout's Python
+dependencies before any run exists; ``run_tags`` records the checkout's git revision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from countboard.errors import ConfigError, DataNotFoundError
+from countboard.items import ImageItem
+from countboard.models.base import CountedMap, Counter, check_one_prompt_each, map_count
+from countboard.tracking import tags as tg
+
+log = logging.getLogger(__name__)
+
+PRACO_URL = "https://github.com/ciampluca/PrACo"
+WEIGHTS_HELP = (f"download it as the README of {PRACO_URL} says (sections '3. Download Pre-Trained Weights' and "
+                "'4. Download Model-specific Files')")
+INSTALL_HELP = f"install the checkout's requirements (README of {PRACO_URL}, section 'Installation')"
+
+
+@dataclass(frozen=True)
+class Published:
+    """What ``models/loader.py`` opens for one counter: its module and its weights, relative to ``models/``."""
+
+    module: str
+    weights: tuple[str, ...]
+    filtered_weights: tuple[str, ...]
+
+
+#: The ten counters of ``IMPLEMENTED_MODELS``, with the files ``load_model`` (or the wrapper's defaults) opens.
+PUBLISHED: dict[str, Published] = {
+    "CounTX": Published("countx_model", ("pretrained_models/paper-model.pth",),
+                        ("CounTX/checkpoints/countx_fsc147_filtered_checkpoint-1000.pth",)),
+    "CLIP-Count": Published("clipcount_model", ("CLIPCount/checkpoints/clipcount_pretrained.ckpt",),
+                            ("CLIPCount/checkpoints/clipcount_fsc147_filtered.ckpt",)),
+    "TFPOC": Published("TFPOC_model", ("pretrained_models/sam_vit_b_01ec64.pth",),
+                       ("TFPOC/pretrain/fsc_filtered_sam_vit_b_01ec64.pth",)),
+    "VLCounter": Published("vlcounter_model", ("VLCounter/checkpoints/182_best.pth", "VLCounter/pretrain/ViT-B-16.pt"),
+                           ("VLCounter/checkpoints/fsc_filtered_vlcounter_283_best.pth",
+                            "VLCounter/pretrain/ViT-B-16.pt")),
+    "DAVE": Published("dave_model", ("DAVE/pretrained/DAVE_0_shot.pth", "DAVE/pretrained/verification.pth"),
+                      ("pretrained_models/DAVE_FSC_filtered_0_shot.pth",
+                       "pretrained_models/DAVE_FSC_filtered_verification.pth")),
+    "ZSC": Published("ZSC_model", ("ZSC/checkpoints/model_best_original_training.pth",
+                                   "ZSC/checkpoints/ZSC_public_checkpoint_regressor.pth",
+                                   "ZSC/checkpoints/bmnet+_ep3_epoch300_no_refiner/fsc_vae_feats.npy"),
+                     ("ZSC/checkpoints/ZSC_FSC_filtered_model_best.pth",
+                      "ZSC/checkpoints/ZSC_public_checkpoint_regressor.pth",
+                      "ZSC/checkpoints/bmnet+_ep3_epoch300_no_refiner/fsc_vae_feats.npy")),
+    "PseCo": Published("PseCo_model", ("PseCo/checkpoints/point_decoder_vith.pth",
+                                       "PseCo/checkpoints/MLP_small_box_w1_zeroshot.tar",
+                                       "PseCo/checkpoints/clip_text_prompt.pth"),
+                       ("PseCo/checkpoints/PseCo_fsc_filtered_point_decoder_vith.pth",
+                        "PseCo/checkpoints/PseCo_fsc_filtered_cls_head-10000.tar",
+                        "PseCo/checkpoints/PseCo_fsc_filtered_clip_text_prompt_test_split.pth")),
+    "GroundingREC": Published("GroundingREC_model",
+                              ("pretrained_models/GroundingREC_model_original_training_all_dataset.pth",),
+                              ("pretrained_models/GroundingREC_FSC_filtered_model.pth",)),
+    "CountGD": Published("countgd_model", ("CountGD/checkpoints/checkpoint_fsc147_best.pth",),
+                         ("CountGD/checkpoints/checkpoint_best_regular_fsc147_filtered.pth",)),
+    "FixedPointPromptCounting": Published("fixedpointpromptcounting_model", ("FixedPointPromptCounting/fxp.pth",),
+                                          ("FixedPointPromptCounting/fxp_filtered.pth",)),
+}
+#: The counter whose wrapper takes the image's own classes (``text_positive``) in the negative tests.
+POSITIVE_PROMPTED = "DAVE"
+
+
+def checkout_revision(repo: Path) -> str:
+    """``git rev-parse HEAD`` of the checkout (``+dirty`` with local changes), or ``unknown`` without git."""
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head}+dirty" if dirty else head
+
+
+def _check_checkout(repo: Path) -> None:
+    for rel in ("models/loader.py", "models/base_model.py"):
+        if not (repo / rel).is_file():
+            raise DataNotFoundError(repo / rel, "model.repo", f"Point model.repo at a checkout of {PRACO_URL} "
+                                    "(git clone it; the counters' code is in its models/ folder).")
+
+
+@contextlib.contextmanager
+def in_checkout(repo: Path) -> Iterator[None]:
+    """Import from and run in ``repo`` as the authors' scripts do (repository root as working directory, the root
+    and ``models/`` on ``sys.path``); the ``models`` package of another checkout is forgotten first."""
+    repo = repo.resolve()
+    loaded = sys.modules.get("models")   # the checkout's models/ has no __init__.py: a namespace package
+    if loaded is not None and repo / "models" not in {Path(p).resolve() for p in getattr(loaded, "__path__", [])}:
+        for name in [n for n in sys.modules if n == "models" or n.startswith("models.") or n == "base_model"]:
+            del sys.modules[name]
+    for entry in (str(repo / "models"), str(repo)):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    cwd = os.getcwd()
+    os.chdir(repo)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+
+
+def _import_counter_module(repo: Path, name: str) -> None:
+    """Import the counter's wrapper module: a missing package of the checkout is one line."""
+    module = f"models.{PUBLISHED[name].module}"
+    with in_checkout(repo):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            raise ConfigError(f"{name} needs the Python package {exc.name!r}, which is not installed "
+                              f"(imported by {repo / 'models' / (PUBLISHED[name].module + '.py')}): "
+                              f"{INSTALL_HELP}") from None
+
+
+def _to_map(density: Any) -> np.ndarray:
+    if hasattr(density, "detach"):
+        density = density.detach().float().cpu().numpy()
+    out = np.squeeze(np.asarray(density, np.float64))
+    if out.ndim != 2:
+        raise ValueError(f"the counter returned a density map of shape {np.shape(density)}, not (H, W)")
+    return out
+
+
+def _to_image(density: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    from countboard.metrics.praco_official import resize_keep_sum
+
+    return resize_keep_sum(density, size).astype(np.float32)
+
+
+class PracoZooCounter(Counter):
+    """One published counter through the authors' ``load_model`` and ``BaseModel.infer``.
+
+    Args:
+        counter: A name of ``IMPLEMENTED_MODELS`` (``CounTX``, ``CLIP-Count``, ``TFPOC``, ``VLCounter``, ``DAVE``,
+            ``ZSC``, ``PseCo``, ``GroundingREC``, ``CountGD``, ``FixedPointPromptCounting``).
+        repo: The checkout of the PrACo repository.
+        load_filtered_checkpoints: The authors' checkpoints retrained without the test classes' images.
+        split: ``load_model``'s ``split`` (ZSC reads its class list with it).
+        prompt_convention: What ``get_text_prompt`` makes of a class name (documentation, from the config).
+        needs_exemplars: Whether the counter takes exemplar boxes (documentation; none of the ten does in the
+            benchmark: they are all prompted by text).
+        dave_per_cluster_thresh: DAVE, multi-class test: ``per_cluster_thresh`` (``multiclass_main.py``: True).
+        dave_take_min_score: DAVE, multi-class test: ``take_min_score`` (``multiclass_main.py``: False).
+        device: Passed to ``load_model``.
+    """
+
+    caches_image_features = False
+
+    def __init__(self, counter: str, repo: str, load_filtered_checkpoints: bool = False, split: str = "test",
+                 prompt_convention: str = "", needs_exemplars: bool = False, dave_per_cluster_thresh: bool = True,
+                 dave_take_min_score: bool = False, device: str = "cpu"):
+        super().__init__(device)
+        self.preflight({"counter": counter, "repo": repo, "load_filtered_checkpoints": load_filtered_checkpoints})
+        self.counter, self.repo = counter, Path(repo).resolve()
+        self.prompt_convention, self.needs_exemplars = prompt_convention, bool(needs_exemplars)
+        self.dave_options = {"per_cluster_thresh": bool(dave_per_cluster_thresh),
+                             "take_min_score": bool(dave_take_min_score)}
+        self.load_filtered_checkpoints = bool(load_filtered_checkpoints)
+        with in_checkout(self.repo):
+            loader = importlib.import_module("models.loader")
+            self.model = loader.load_model(counter, "", {split: []}, {split: []},
+                                           load_filtered_checkpoints=self.load_filtered_checkpoints,
+                                           device=device, split=split)
+        self.name = str(getattr(self.model, "model_name", counter))
+        self.revision = checkout_revision(self.repo)
+
+    @classmethod
+    def preflight(cls, node: Mapping[str, Any]) -> None:
+        """The checkout, the counter's name, its weights and its Python dependencies, each one line when missing."""
+        name, repo = str(node.get("counter")), Path(str(node.get("repo"))).expanduser()
+        if name not in PUBLISHED:
+            raise ConfigError(f"model.name={name!r} is not a published PrACo counter; use one of "
+                              f"{', '.join(PUBLISHED)}")
+        if not repo.is_dir():
+            raise DataNotFoundError(repo, "model.repo", f"git clone {PRACO_URL} and set model.repo to the folder "
+                                    "(or $PRACO_REPO).")
+        _check_checkout(repo)
+        published = PUBLISHED[name]
+        for rel in published.filtered_weights if node.get("load_filtered_checkpoints") else published.weights:
+            path = repo / "models" / rel
+            if not path.is_file():
+                raise DataNotFoundError(path, "model.repo", f"{name} weights are missing: {WEIGHTS_HELP}.")
+        _import_counter_module(repo, name)
+
+    def run_tags(self) -> dict[str, str]:
+        return {tg.PRACO_REPO_REVISION: self.revision, tg.PRACO_COUNTER: self.counter,
+                tg.PRACO_FILTERED_CHECKPOINTS: str(self.load_filtered_checkpoints).lower()}
+
+    def _infer(self, image: Any, class_name: str, positives: Sequence[str] | None) -> tuple[float, np.ndarray]:
+        """One ``infer`` call as the benchmark makes it; ``positives``: the image's classes (negative tests)."""
+        prompt = self.model.get_text_prompt(class_name)
+        with in_checkout(self.repo):
+            if positives is not None and POSITIVE_PROMPTED in self.name:
+                if len(positives) == 1:
+                    count, density = self.model.infer(
+                        image, text=prompt, text_positive=self.model.get_text_prompt(positives[0]))
+                else:
+                    count, density = self.model.infer(
+                        image, text=prompt, text_positive=[self.model.get_text_prompt(c) for c in positives],
+                        **self.dave_options)
+            else:
+                count, density = self.model.infer(image, prompt)
+        return float(count), _to_map(density)
+
+    def decode(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
+        """The negative tests' calls: the count is ``infer``'s, the map is resized to the image."""
+        return self._run(features, prompts, negative=True)
+
+    def density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
+        """The mosaic test's calls (``infer(collage, prompt)``): the count is the map's sum, as the authors take it."""
+        check_one_prompt_each(items, prompts)
+        return self._run(items, prompts, negative=False)
+
+    def count(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> np.ndarray:
+        """Counts as Test 1 takes them (``infer``'s count, DAVE given the image's class): ``classic`` and the
+        mosaic test's single-image counts."""
+        return np.array([map_count(m) for m in self._run(items, prompts, negative=True)])
+
+    def _run(self, items: Sequence[ImageItem], prompts: Sequence[str], negative: bool) -> list[np.ndarray]:
+        from PIL import Image
+        from tqdm.auto import tqdm
+
+        check_one_prompt_each(items, prompts)
+        images: dict[int, Any] = {}
+        out = []
+        pairs = tqdm(list(zip(items, prompts, strict=True)), desc=f"{self.counter}: (image, prompt) pairs",
+                     disable=None if len(items) > 1 else True, leave=False)
+        for item, prompt in pairs:
+            if id(item) not in images:
+                images[id(item)] = Image.fromarray(np.asarray(item.image, np.uint8)).convert("RGB")
+            positives = _positives(item) if negative else None
+            count, density = self._infer(images[id(item)], prompt, positives)
+            resized = _to_image(density, item.size)
+            out.append(CountedMap(resized, count) if negative else resized)
+        return out
+
+
+def _positives(item: ImageItem) -> list[str]:
+    """The image's own classes: every annotated class of a multi-class image, else its class."""
+    annotated = [c for c, pts in item.points.items() if len(pts)]
+    if len(annotated) > 1:
+        return annotated
+    if item.class_name is None:
+        raise ConfigError(f"image {item.image_id!r} has no class: DAVE's negative test needs the image's class")
+    return [item.class_name]

@@ -1,0 +1,203 @@
+"""``praco_zoo``: the published counters through the authors' interface, on a fake checkout (no weights).
+
+Every one of the ten calling conventions is run through the project's tasks; the records equal what the fake
+returns; the missing checkout, weights and packages are one line before any run; a sweep over all ten exports the
+released layout, read back with the authors' layout rules (the reader of ``tests/counting/test_released.py``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from countboard.counting.datasets.praco_multiclass import SyntheticMulticlass
+from countboard.counting.models.praco_zoo import PUBLISHED, PracoZooCounter, checkout_revision
+from countboard.counting.released.layout import map_name
+from countboard.counting.tasks.praco import PracoMosaic, PracoNegative
+from countboard.counting.tasks.praco_multiclass import PracoMulticlass
+from countboard.errors import ConfigError, DataNotFoundError
+from countboard.results import RunContext
+from tests.counting.test_released import _read
+from tests.fixtures.praco_checkout import expected_count, write_fake_checkout
+
+NAMES = list(PUBLISHED)
+
+
+SHAPES = {"images_per_class": {"train": 0, "val": 0, "test": 1}, "multi_class_images": 0, "image_size": (40, 48),
+          "size_range": (4.0, 6.0), "count_range": (1, 4), "n_classes": 3}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return SyntheticMulticlass(tmp_path_factory.mktemp("zoo") / "mc", n_images=3, n_classes=3,
+                               image_size=(40, 48), count_range=(1, 4))
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    from countboard.counting.datasets.synthetic_shapes import SyntheticShapes
+
+    return SyntheticShapes(tmp_path_factory.mktemp("zoo") / "shapes", **SHAPES)
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory, dataset, shapes):
+    assert shapes.classes == dataset.classes     # ZSC's prompts index one class list
+    return write_fake_checkout(tmp_path_factory.mktemp("zoo") / "PrACo", dataset.classes)
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    return RunContext(device="cpu", seed=0, batch_size=2, work_dir=tmp_path, progress=False)
+
+
+def _records(task, model, dataset, ctx):
+    records = task.run_units(model, dataset, task.units(model, dataset, ctx), ctx)
+    assert not [r for r in records if "error" in r], records
+    return records
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_calling_convention_through_the_tasks(name, checkout, dataset, shapes, ctx):
+    model = PracoZooCounter(counter=name, repo=str(checkout))
+    assert model.name == name and model.caches_image_features is False
+    tags = model.run_tags()
+    assert tags["praco.repo_revision"] == checkout_revision(checkout) and len(tags["praco.repo_revision"]) == 40
+    # negative-label test: the fake's count of every (image, class); DAVE also gets the image's class
+    for record in _records(PracoNegative(), model, shapes, ctx):
+        item = shapes.load(record["image_id"])
+        want = [expected_count(item.image, c, name, positives=[item.class_name]) for c in shapes.classes]
+        np.testing.assert_allclose(record["counts"], want, rtol=1e-6, err_msg=name)
+    items = {i: dataset.load(i) for i in dataset.image_ids}
+    # multi-class test: DAVE gets every class of the image and multiclass_main.py's per_cluster_thresh
+    multi = _records(PracoMulticlass(keep_maps=True), model, dataset, ctx)
+    for record in multi:
+        item = items[record["image_id"]]
+        present = [c for c in dataset.classes if dataset.counts_of(item.image_id)[c] > 0]
+        want = [expected_count(item.image, c, name, positives=present, multi=True) for c in dataset.classes]
+        np.testing.assert_allclose(record["counts"], want, rtol=1e-6, err_msg=name)
+    summary = PracoMulticlass(keep_maps=True).summarize(pd.DataFrame(multi), model, dataset, ctx)
+    maps = summary.arrays["density_maps"]
+    first = Path(dataset.image_ids[0]).stem
+    # the map is resized to the image, its sum kept (the fake's map sums to the base count)
+    dmap = maps[f"{first}_{dataset.classes[0]}"]
+    assert dmap.shape == items[dataset.image_ids[0]].size
+    assert float(dmap.sum()) == pytest.approx(expected_count(items[dataset.image_ids[0]].image,
+                                                             dataset.classes[0], "CLIP-Count"), rel=1e-5)
+    assert "mc_localized_recall_micro_div4" in summary.metrics
+    # mosaic test: infer(collage, prompt) for every counter; the halves add up to the map's sum
+    task = PracoMosaic(tile_size=(20, 24), keep_maps=True, n_figures=0)
+    mosaic = _records(task, model, shapes, ctx)
+    for record in mosaic:
+        total = record["upper"] + record["lower"]
+        base = total - len(record["class_name"])
+        assert 0 <= base <= 256 / 16, (name, record)
+    kept = task.summarize(pd.DataFrame(mosaic), model, shapes, ctx).arrays["density_maps"]
+    record = mosaic[0]
+    upper = kept[map_name(record["image_id"], record["other_class"], "upper")[:-4]]
+    assert upper.shape == (20, 24) and float(upper.sum()) == pytest.approx(record["upper"], rel=1e-5)
+    assert len(kept) == 2 * len(mosaic)
+
+
+def test_dave_gets_the_arguments_of_the_benchmark(checkout, dataset, ctx):
+    model = PracoZooCounter(counter="DAVE", repo=str(checkout), dave_per_cluster_thresh=False,
+                            dave_take_min_score=True)
+    image_id = dataset.image_ids[0]
+    item = dataset.load(image_id)
+    model.model.calls.clear()
+    model.decode([item] * len(dataset.classes), dataset.classes)
+    present = [c for c in dataset.classes if dataset.counts_of(image_id)[c] > 0]
+    assert len(present) > 1
+    assert model.model.calls == [(c, present, False, True) for c in dataset.classes]
+    model.model.calls.clear()
+    model.density([item], [dataset.classes[0]])             # the mosaic call: no text_positive
+    assert model.model.calls == [(dataset.classes[0], None, False, False)]
+    model.model.calls.clear()
+    single = dataset.load(dataset.image_ids[1])
+    single = type(single)(single.image_id, single.image, {single.class_name: single.points[single.class_name]},
+                          class_name=single.class_name)
+    counts = model.count([single], [single.class_name])     # Test 1's call: the image's class as text_positive
+    assert model.model.calls == [(single.class_name, single.class_name, False, False)]
+    assert counts.tolist() == [pytest.approx(expected_count(single.image, single.class_name, "DAVE",
+                                                            positives=[single.class_name]))]
+
+
+def test_missing_checkout_weights_and_packages_are_one_line(tmp_path, checkout):
+    with pytest.raises(DataNotFoundError, match="git clone https://github.com/ciampluca/PrACo"):
+        PracoZooCounter.preflight({"counter": "CountGD", "repo": str(tmp_path / "nowhere")})
+    with pytest.raises(ConfigError, match="not a published PrACo counter; use one of CounTX, CLIP-Count"):
+        PracoZooCounter.preflight({"counter": "CountGD++", "repo": str(checkout)})
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataNotFoundError, match="models/loader.py"):
+        PracoZooCounter.preflight({"counter": "CountGD", "repo": str(empty)})
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)
+    (copy / "models" / "CountGD" / "checkpoints" / "checkpoint_best_regular_fsc147_filtered.pth").unlink()
+    PracoZooCounter.preflight({"counter": "CountGD", "repo": str(copy)})   # the unfiltered weights are there
+    with pytest.raises(DataNotFoundError, match=r"checkpoint_best_regular_fsc147_filtered\.pth.*CountGD weights "
+                       r"are missing.*3\. Download Pre-Trained Weights"):
+        PracoZooCounter.preflight({"counter": "CountGD", "repo": str(copy), "load_filtered_checkpoints": True})
+    module = copy / "models" / "PseCo_model.py"
+    module.write_text("import albumentations_not_installed_here\n" + module.read_text())
+    with pytest.raises(ConfigError, match="PseCo needs the Python package 'albumentations_not_installed_here'.*"
+                       "section 'Installation'"):
+        PracoZooCounter.preflight({"counter": "PseCo", "repo": str(copy)})
+    assert checkout_revision(tmp_path) == "unknown"
+
+
+@pytest.mark.slow
+def test_sweep_over_the_ten_conventions_exports_the_released_layout(tmp_path, checkout, dataset, shapes):
+    from countboard.cli import main
+    from countboard.tracking.store import open_store
+    from tests.conftest import run_sweep, store_runs
+
+    model = ["model=praco_zoo", f"model.name={','.join(NAMES)}", f"model.repo={checkout}"]
+    small = ["dataset=synthetic_shapes", f"dataset.root={shapes.root}", "dataset.images_per_class={train:0,val:0,test:1}",
+             "dataset.multi_class_images=0", "dataset.image_size=[40,48]", "dataset.size_range=[4,6]",
+             "dataset.count_range=[1,4]", "dataset.n_classes=3"]
+    run_sweep(["-m", *model, "task=praco_negative,praco_mosaic", *small], tmp_path, timeout=900)
+    run_sweep(["-m", *model, "task=praco_multiclass", "task.keep_maps=true", "dataset=synthetic_multiclass",
+               f"dataset.root={dataset.root}", "dataset.n_images=3", "dataset.n_classes=3",
+               "dataset.image_size=[40,48]", "dataset.count_range=[1,4]"], tmp_path, timeout=900)
+    store = tmp_path / "mlruns"
+    runs = store_runs(store)
+    cells = runs[runs["tags.countboard.role"] == "cell"]
+    assert len(cells) == 30 and set(cells["status"]) == {"FINISHED"}
+    assert set(cells["tags.praco.repo_revision"]) == {checkout_revision(checkout)}
+    assert set(cells["tags.model"]) == set(NAMES)
+    # a missing checkout stops the sweep before any run is created
+    proc = run_sweep(["model=praco_zoo", "model.repo=/nonexistent/PrACo", "task=praco_negative", *small], tmp_path,
+                     store=tmp_path / "other", check=False)
+    assert proc.returncode != 0 and "git clone https://github.com/ciampluca/PrACo" in proc.stderr
+    assert not (tmp_path / "other" / "mlflow.db").exists() or len(store_runs(tmp_path / "other")) == 0
+
+    tracker = open_store(str(store))
+    cells = cells.set_index(["tags.model", "tags.task"])
+    for name in NAMES:
+        ids = [cells.loc[(name, t), "run_id"] for t in ("praco_negative", "praco_mosaic")]
+        out = tmp_path / "exported"
+        assert main(["export-praco", *ids, "--out", str(out), "--store", str(store)]) == 0
+        test1 = _read(out / name / f"Inference_Test1_{name}_test.csv")
+        counts = pd.read_parquet(tracker.download(ids[0], "tables/negative_counts.parquet", tmp_path / name))
+        for row in counts.to_dict("records"):
+            item = shapes.load(row["image_id"])
+            for c in shapes.classes:
+                want = expected_count(item.image, c, name, positives=[item.class_name])
+                assert float(test1[row["image_id"]][c]) == pytest.approx(round(want, 2), abs=0.006), (name, c)
+        upper = _read(out / name / f"Inference_Test2_Upper_{name}_test.csv")
+        assert set(upper) == set(counts["image_id"])
+        mc_id = cells.loc[(name, "praco_multiclass"), "run_id"]
+        assert main(["export-praco", mc_id, "--out", str(out / "mc"), "--store", str(store)]) == 0
+        grid = _read(out / "mc" / name / f"multiclass_{name}_test1.csv")
+        assert set(grid) == set(dataset.image_ids)
+        for image_id, row in grid.items():
+            item = dataset.load(image_id)
+            present = [c for c in dataset.classes if dataset.counts_of(image_id)[c] > 0]
+            want = [expected_count(item.image, c, name, positives=present, multi=True) for c in dataset.classes]
+            assert [float(row[c]) for c in dataset.classes] == pytest.approx(want, abs=0.006), name
+        assert len(list((out / "mc" / name / "density_maps").glob("*.npy"))) == 3 * 3
