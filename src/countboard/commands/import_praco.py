@@ -51,7 +51,7 @@ def register(subparsers) -> None:
     p.add_argument("--multiclass", default=None, metavar="META_DIR",
                    help="PrACo++ metadata (multi-class folders): multiclass_split_{images,classes}.json, "
                    "multiclass_class_counts_per_image.json; ground-truth maps in its density_maps/")
-    p.add_argument("--all-class-images", choices=("leave_out", "count"), default="leave_out",
+    p.add_argument("--all-class-images", default="leave_out", metavar="leave_out|count",
                    help="PrACo++: images holding every class in MNP, NMN macro and PCCN (official_mc_* count them)")
     p.add_argument("--split", default="test", help="split (default: test)")
     p.add_argument("--gt-density-maps", default=None, metavar="DIR",
