@@ -28,7 +28,8 @@ from countboard.counting.datasets.mosaic import (
     points_to_density,
     read_pairs_file,
 )
-from countboard.counting.released.layout import HALVES, map_name
+from countboard.counting.released import HALVES
+from countboard.counting.released.layout import map_name
 from countboard.counting.released.official import (
     SUMS_FIELD,
     final_metrics_file,
