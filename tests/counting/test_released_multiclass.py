@@ -118,7 +118,7 @@ def dirty(tmp_path_factory):
 
 def test_import_gives_the_authors_final_metrics_for_every_column(clean):
     result = import_praco(clean["model_dir"], clean["meta"], None)
-    assert result.tags["task"] == "praco_multiclass" and result.tags["dataset"] == "praco_multiclass"
+    assert result.tags.task == "praco_multiclass" and result.tags.dataset == "praco_multiclass"
     assert not result.scored.problems
     row = result.scored.final_metrics.iloc[0].to_dict()
     assert list(row) == ["Model", *MC_CSV_COLUMNS]
