@@ -291,14 +291,15 @@ def with_dashes(frame: pd.DataFrame, config: dict, formats: dict) -> tuple[pd.Da
 # Width the ranking table may take on a 1,280 px window (the page's column, sidebar open), and an upper estimate of
 # a grid column's width: characters of its widest cell or header at ~7.5 px, plus padding and the sort marker.
 TABLE_WIDTH_PX = 800
-_CHAR_PX, _PAD_PX = 7.5, 30
+_CHAR_PX, _PAD_PX, _MIN_PX = 7.0, 30, 56
 
 
 def column_px(frame: pd.DataFrame, key: str, label: str, fmt=None) -> float:
-    """Estimated width of column ``key`` headed ``label`` (``fmt`` renders its values)."""
+    """Estimated width of column ``key`` headed ``label`` (``fmt`` renders its values); the grid's narrowest
+    column is about ``_MIN_PX``."""
     values = frame[key].head(50)
     texts = [fmt(v) if fmt else ("" if v is None else str(v)) for v in values]
-    return _CHAR_PX * max([len(label), *map(len, texts)]) + _PAD_PX
+    return max(_CHAR_PX * max([len(label), *map(len, texts)]) + _PAD_PX, _MIN_PX)
 
 
 def wrap_columns(frame: pd.DataFrame, config: dict, formats: dict, width: float = TABLE_WIDTH_PX) -> list[list[str]]:
@@ -319,7 +320,9 @@ def wrap_columns(frame: pd.DataFrame, config: dict, formats: dict, width: float 
     pinned = [k for k in frame.columns if (config.get(k) or {}).get("pinned")]
     parts, part, used = [], list(pinned), sum(px(k) for k in pinned)
     head = ["rank", "model"]
-    for k in (c for c in frame.columns if c not in pinned):
+    links = [c for c in frame.columns if ((config.get(c) or {}).get("type_config") or {}).get("type") == "link"]
+    # a run's link is short and belongs to the entry: it goes in the first table, before the metrics
+    for k in [*(c for c in links if c not in pinned), *(c for c in frame.columns if c not in pinned + links)]:
         if used + px(k) > width and len(part) > (len(pinned) if not parts else len(head)):
             parts.append(part)
             part, used = list(head), sum(px(h) for h in head)
