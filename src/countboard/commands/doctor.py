@@ -1,6 +1,7 @@
 """``countboard doctor``: find what is inconsistent in a store, and repair it with ``--fix``.
 
-Checks: a half-created store file; expired leases; RUNNING cell runs without a live owner; RUNNING sweep parents
+Checks: the database file (SQLite's full ``integrity_check``; a half-created, damaged or foreign file; artifact
+locations of a copied or moved store); expired leases; RUNNING cell runs without a live owner; RUNNING sweep parents
 whose children have all ended; cell runs without params or ``config.yaml``; artifact folders of runs the store does
 not know; an index older than the store. Without ``--fix`` nothing is changed (dry run). Every repair brings the
 store to a state the checks accept, so a second ``--fix`` finds nothing.
@@ -40,21 +41,52 @@ class Finding:
         return f"[{self.kind}] {self.what} -> {self.repair}"
 
 
-def _store_file_findings(where: StoreAddress) -> list[Finding]:
-    from countboard.tracking.local_store import DB_NAME, ensure_local_store, store_problem
+#: Store findings after which nothing else of the store can be read (or proven) until they are repaired.
+BLOCKING = ("half-created", "damaged", "not an MLflow store", "older MLflow schema")
 
-    root = where.folder
-    if not where.is_embedded or not where.db.is_file():
+
+def _store_file_findings(where: StoreAddress) -> list[Finding]:
+    """The database file itself: SQLite's full ``integrity_check``, MLflow's schema, leftovers of a stopped
+    creation, and artifact locations that name another folder (a copied or moved store)."""
+    from countboard.tracking import integrity
+    from countboard.tracking.local_store import DB_NAME, ensure_local_store
+    from countboard.tracking.relocate import rewrite_locations, stale_locations
+
+    root, db = where.folder, where.db
+    if not where.is_embedded or not db.is_file():
         return []
     out = []
-    problem = store_problem(root / DB_NAME)
-    if problem:
-        out.append(Finding("store", f"{root / DB_NAME} is half-created ({problem})",
+    health = integrity.check_db(db, full=True)
+    if health.kind == integrity.HALF:
+        out.append(Finding("store", f"{db} is half-created ({health.detail})",
                            "move it aside and create the store again", lambda: ensure_local_store(root)))
+    elif health.kind == integrity.DAMAGED:
+        out.append(Finding("store", f"{db} is damaged: {health.detail}",
+                           f"copy what SQLite can read into a new {DB_NAME}, keeping the damaged file beside it",
+                           lambda: _recover(db)))
+    elif health.kind == integrity.FOREIGN:
+        out.append(Finding("store", f"{db} is not an MLflow store: {health.detail}",
+                           "none (it is never replaced): move that file away, or point --store at the store",
+                           lambda: None))
+    elif health.kind == integrity.OLD:
+        out.append(Finding("store", f"{db} has an older MLflow schema: {health.detail}",
+                           f"none: back it up, then run `mlflow db upgrade {where.uri}`", lambda: None))
     for stale in root.glob(f"{DB_NAME}.creating-*"):
         out.append(Finding("store", f"{stale} was left by a store creation that was stopped", "delete it",
                            lambda p=stale: p.unlink(missing_ok=True)))
+    if health.ok and (moved := stale_locations(db)):
+        old, new = next(iter(moved.values()))
+        out.append(Finding("store", f"artifact locations of {len(moved)} experiment(s) name another folder (the "
+                           f"store was copied or moved; e.g. {old})", f"point them inside the store (e.g. {new})",
+                           lambda: rewrite_locations(db)))
     return out
+
+
+def _recover(db: Path) -> None:
+    from countboard.tracking.integrity import recover
+
+    aside, health = recover(db)
+    print(f"recovered {db} ({health.runs} runs readable); the damaged file is kept as {aside}")
 
 
 def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
@@ -114,23 +146,41 @@ def _end(tracker, run_id: str, status: str, why: str) -> None:
 
 
 def _artifact_findings(tracker, root: Path) -> list[Finding]:
-    """Run folders under local experiment artifact locations that belong to no run (active or deleted)."""
+    """Run folders under local experiment artifact locations that belong to no run (active or deleted).
+
+    A folder is moved only when it is proven to be an orphan: the database passed ``integrity_check`` and no
+    earlier recovery (a ``mlflow.db.damaged-*`` file beside it) may have lost the run it belongs to.
+    """
+    from countboard.tracking.relocate import EXPERIMENT_DEPTH, store_relative
+
     out = []
     lost = root / "lost+found"
+    recovered = sorted(p.name for p in root.glob("mlflow.db.damaged-*") if not p.name.endswith(_SIDECARS))
     for exp in tracker.experiments(include_deleted=True):
-        parsed = urlparse(exp.artifact_location or "")
+        location = store_relative(exp.artifact_location or "", root, EXPERIMENT_DEPTH)
+        parsed = urlparse(location)
         if parsed.scheme not in ("file", ""):
             continue
-        folder = Path(url2pathname(parsed.path)) if parsed.scheme == "file" else Path(exp.artifact_location)
+        folder = Path(url2pathname(parsed.path)) if parsed.scheme == "file" else Path(location)
         if not folder.is_dir() or not folder.resolve().is_relative_to(root.resolve()):
             continue
         known = tracker.run_ids(exp.experiment_id)
         for child in sorted(p for p in folder.iterdir() if p.is_dir()):
-            if child.name not in known:
-                dest = lost / folder.name / child.name
-                out.append(Finding("artifacts", f"{child} belongs to no run of experiment {exp.name!r}",
-                                   f"move it to {dest}", lambda s=child, d=dest: _move(s, d)))
+            if child.name in known:
+                continue
+            if recovered:
+                out.append(Finding("artifacts", f"{child} belongs to no run of experiment {exp.name!r}, but it may "
+                                   f"be a run lost when the database was recovered ({recovered[-1]} keeps the "
+                                   "damaged one)", "none: kept where it is (delete the damaged file once you have "
+                                   "checked it)", lambda: None))
+                continue
+            dest = lost / folder.name / child.name
+            out.append(Finding("artifacts", f"{child} belongs to no run of experiment {exp.name!r}",
+                               f"move it to {dest}", lambda s=child, d=dest: _move(s, d)))
     return out
+
+
+_SIDECARS = ("-wal", "-shm", "-journal")
 
 
 def _move(src: Path, dest: Path) -> None:
@@ -164,8 +214,8 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> li
 
     where = resolve(arg)
     findings = _store_file_findings(where)
-    if any(f.kind == "store" and "half-created" in f.what for f in findings):
-        return findings  # nothing else can be read until the store is whole
+    if any(f.kind == "store" and any(b in f.what for b in BLOCKING) for f in findings):
+        return findings  # nothing else can be read (or proven an orphan) until the store is whole
     tracker = open_address(where, create=False)
     tracker.check()
     for exp in tracker.experiments():

@@ -30,6 +30,7 @@ from countboard.index.reader import connect_readonly
 from countboard.index.source import MetricPoint, RunSnapshot
 from countboard.index.updates import CLOCK_SKEW_MS, SCAN_EVERY_S, UPDATES
 from countboard.tracking import failpoints, manifest
+from countboard.tracking.relocate import resolve_run_uri
 from countboard.tracking.store import Tracker
 
 log = logging.getLogger(__name__)
@@ -246,6 +247,8 @@ def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, qui
     the UI, a metric logged into a finished run) and runs deleted for good by ``mlflow gc``.
     """
     def to_read(listed: dict[str, RunSnapshot]) -> list[RunSnapshot]:
+        for r in listed.values():  # where a copied or moved local store keeps them now (``tracking.relocate``)
+            r.artifact_uri = resolve_run_uri(r.artifact_uri, store_uri)
         return [r for r in listed.values() if prev.fingerprints.get(r.run_id) != r.fingerprint
                 or r.run_id in prev.running or r.status == "RUNNING"]
 

@@ -6,24 +6,26 @@ one store at once collide the same way. Here the schema is built in ``mlflow.db.
 exclusive file lock and renamed to ``mlflow.db`` when complete, so ``mlflow.db`` is either absent or whole.
 A ``mlflow.db`` left half-created by an older version (or by ``mlflow`` itself) is moved aside, with a message
 that names it, and created again. The first store built by an MLflow version is kept as a template
-(``$XDG_CACHE_HOME/countboard/empty-mlflow-<version>.db``); later stores are copies of it.
+(``$XDG_CACHE_HOME/countboard/empty-mlflow-<version>.db``); later stores are copies of it. A damaged or foreign
+file is refused, never replaced (``tracking.integrity``). Opening a writable store for writing also points
+artifact locations of a copied or moved store at its own folder (``tracking.relocate``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import logging
 import os
 import shutil
 import sqlite3
-import time
 from pathlib import Path
 
 from countboard.errors import TrackingStoreError
 from countboard.tracking.address import STORE_DB_NAME as DB_NAME
 from countboard.tracking.address import STORE_ENV, sqlite_uri
+from countboard.tracking.integrity import HALF, check_db, refusal, set_aside
+from countboard.tracking.relocate import rewrite_locations
 
 log = logging.getLogger("countboard")
 
@@ -42,41 +44,19 @@ def file_lock(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-@functools.cache
-def _head_revision() -> str:
-    from mlflow.store.db.utils import _get_latest_schema_revision
-
-    return _get_latest_schema_revision()
-
-
 def store_problem(db: Path) -> str | None:
-    """Why ``db`` is not a complete MLflow store, or None when it is one.
+    """Why ``db`` is not a complete MLflow store that may be replaced, or None when it is a good one.
 
     Raises:
-        TrackingStoreError: The store is complete but of an older MLflow schema (it holds runs: never replaced).
+        TrackingStoreError: ``db`` is foreign, damaged or of an older schema: never replaced (one line says why
+            and what to do).
     """
-    if db.stat().st_size == 0:
-        return "the file is empty"
-    try:
-        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
-        try:
-            tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if "alembic_version" not in tables or "experiments" not in tables:
-                return "its MLflow tables were never created"
-            revision = con.execute("SELECT version_num FROM alembic_version").fetchone()
-            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as exc:
-        return f"it is not a readable SQLite database ({exc})"
-    head = _head_revision()
-    if revision is None or revision[0] != head:
-        if runs:
-            raise TrackingStoreError(
-                f"the store {db} has MLflow schema {revision[0] if revision else 'none'}, this MLflow expects {head}; "
-                f"back it up, then run `mlflow db upgrade {sqlite_uri(db)}`")
-        return f"its schema migration stopped at {revision[0] if revision else 'the start'} (of {head})"
-    return None
+    health = check_db(db)
+    if health.ok:
+        return None
+    if health.kind == HALF:
+        return health.detail
+    raise refusal(db, health)
 
 
 def _template() -> Path:
@@ -156,10 +136,7 @@ def _create(tmp: Path, artifact_root: str) -> None:
 
 
 def _move_aside(db: Path, reason: str) -> Path:
-    aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
-    for suffix in _SIDECARS:
-        with contextlib.suppress(FileNotFoundError):
-            os.replace(f"{db}{suffix}", f"{aside}{suffix}")
+    aside = set_aside(db, "broken")
     log.warning("store %s was half-created (%s): moved it to %s and created a new one (delete %s once you "
                 "have checked it holds nothing you need)", db, reason, aside.name, aside)
     return aside
@@ -173,15 +150,22 @@ def ensure_local_store(store_dir: str | os.PathLike, create: bool = True) -> Pat
         create: False for read-only commands: a missing store is an error instead of a new empty one.
 
     Raises:
-        TrackingStoreError: No store there and ``create`` is off, or the store needs ``mlflow db upgrade``.
+        TrackingStoreError: No store there and ``create`` is off; the file is foreign or damaged (never replaced);
+            it is half-created and ``create`` is off; or the store needs ``mlflow db upgrade``.
     """
     root = Path(store_dir).expanduser().resolve()
     db = root / DB_NAME
     if not create and not db.is_file():
         raise TrackingStoreError(f"no MLflow store at {root} (no {DB_NAME}); check --store / ${STORE_ENV}, "
                                  "or run a sweep first (`countboard-sweep ...` or `make demo`) to create one")
-    if db.is_file() and db.stat().st_size and _quick_ok(db):
-        return db
+    if db.is_file():
+        health = check_db(db)  # header and quick_check: cheap, and read-only
+        if health.ok:
+            if create and os.access(db, os.W_OK) and os.access(root, os.W_OK):
+                rewrite_locations(db)  # a copied or moved store points at its own folder from now on
+            return db
+        if health.kind != HALF or not create:  # only a writer replaces, and only a half-made store
+            raise refusal(db, health)
     root.mkdir(parents=True, exist_ok=True)
     with file_lock(root / LOCK_NAME):
         for stale in root.glob(f"{DB_NAME}.creating-*"):  # left by a creator that was killed
@@ -197,16 +181,3 @@ def ensure_local_store(store_dir: str | os.PathLike, create: bool = True) -> Pat
         for suffix in _SIDECARS[1:]:
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
     return db
-
-
-def _quick_ok(db: Path) -> bool:
-    """A cheap check for the common case (a complete store): its schema revision is MLflow's head."""
-    try:
-        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
-        try:
-            row = con.execute("SELECT version_num FROM alembic_version").fetchone()
-        finally:
-            con.close()
-    except sqlite3.DatabaseError:
-        return False
-    return row is not None and row[0] == _head_revision()

@@ -229,6 +229,25 @@ class Tracker:
         """The artifact repository behind ``artifact_uri``, resolved against this store."""
         return artifact_repository(artifact_uri, self.uri)
 
+    def _run_repository(self, run_id: str, write: bool = False):
+        """The artifact repository of run ``run_id``, found inside this store (``tracking.relocate``).
+
+        Raises:
+            TrackingStoreError: ``write`` and the run's artifacts of a local store lie outside its folder.
+        """
+        from countboard.tracking.relocate import resolve_run_uri, store_folder
+
+        recorded = _retry(lambda: self.client.get_run(run_id), "get run").info.artifact_uri
+        uri = resolve_run_uri(recorded, self.uri)
+        folder = store_folder(self.uri)
+        if write and folder is not None:
+            path = Path(url2pathname(urlparse(uri).path)) if uri.startswith("file:") else Path(uri)
+            if not path.resolve().is_relative_to(folder.resolve()):
+                raise TrackingStoreError(
+                    f"run {run_id} keeps its artifacts at {recorded}, outside the store {folder}; nothing is "
+                    "written outside a store: run `countboard doctor --store <dir>` on it, or use another store")
+        return artifact_repository(uri, self.uri)
+
     def record_artifacts(self, run_id: str, end_ms: int | None = None) -> dict[str, str]:
         """List the run's artifacts and keep the listing in its tags (``tracking.manifest``); returns the tags.
 
@@ -238,7 +257,7 @@ class Tracker:
         from countboard.tracking import manifest
 
         info = _retry(lambda: self.client.get_run(run_id), "get run").info
-        repo = self.artifact_repository(info.artifact_uri)
+        repo = self.artifact_repository(info.artifact_uri)  # resolved inside a local store
         tags = manifest.encode(_retry(lambda: manifest.list_tree(repo), "list artifacts"),
                                info.end_time if end_ms is None else end_ms)
         self.set_tags(run_id, tags)
@@ -280,7 +299,8 @@ class Tracker:
             _retry(lambda chunk=items[i:i + _BATCH * 10]: self.client.log_batch(run_id, metrics=chunk), "metrics")
 
     def log_file(self, run_id: str, path: str | os.PathLike, artifact_path: str | None = None) -> None:
-        _retry(lambda: self.client.log_artifact(run_id, str(path), artifact_path), "artifact")
+        repo = self._run_repository(run_id, write=True)
+        _retry(lambda: repo.log_artifact(str(path), artifact_path), "artifact")
 
     def add_to_ended_run(self, run_id: str, path: str | os.PathLike, artifact_path: str | None = None) -> None:
         """Log a file into a run that has already ended, and refresh the run's artifact manifest so the index
@@ -289,7 +309,8 @@ class Tracker:
         self.record_artifacts(run_id)
 
     def log_dir(self, run_id: str, local_dir: str | os.PathLike, artifact_path: str | None = None) -> None:
-        _retry(lambda: self.client.log_artifacts(run_id, str(local_dir), artifact_path), "artifacts")
+        repo = self._run_repository(run_id, write=True)
+        _retry(lambda: repo.log_artifacts(str(local_dir), artifact_path), "artifacts")
 
     def log_json(self, run_id: str, obj: Any, artifact_file: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -299,10 +320,12 @@ class Tracker:
             self.log_file(run_id, path, None if parent == "." else parent)
 
     def list_artifacts(self, run_id: str, path: str | None = None) -> list[str]:
-        return [f.path for f in _retry(lambda: self.client.list_artifacts(run_id, path), "list artifacts")]
+        repo = self._run_repository(run_id)
+        return [f.path for f in _retry(lambda: repo.list_artifacts(path), "list artifacts")]
 
     def download(self, run_id: str, path: str, dst: str | os.PathLike) -> Path:
-        return Path(_retry(lambda: self.client.download_artifacts(run_id, path, str(dst)), "download"))
+        repo = self._run_repository(run_id)
+        return Path(_retry(lambda: repo.download_artifacts(path, str(dst)), "download"))
 
     def log_complete_run(self, experiment: str, run_name: str, tags: Mapping[str, str], *,
                          params: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None,
@@ -338,10 +361,13 @@ def artifact_repository(artifact_uri: str, store_uri: str | None):
 
     A server with proxied artifacts hands out ``mlflow-artifacts:/…`` URIs, which only mean something relative to
     the server they came from: the same resolution ``MlflowClient(store_uri)`` uses, without its ``get_run`` call.
+    A local store's recorded locations are read inside its current folder (``tracking.relocate``).
     """
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-    return get_artifact_repository(artifact_uri, tracking_uri=store_uri)
+    from countboard.tracking.relocate import resolve_run_uri
+
+    return get_artifact_repository(resolve_run_uri(artifact_uri, store_uri), tracking_uri=store_uri)
 
 
 def _literal(value: str) -> str:
