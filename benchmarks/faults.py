@@ -40,6 +40,8 @@ class Outcome:
     recomputed: int = 0
     lost: int = 0
     note: str = ""
+    outside: int = 0  # bytes written outside the store the commands were given
+    seconds: float | None = None  # from the command's start to its error (store faults that must fail fast)
 
 
 @dataclass
@@ -53,24 +55,26 @@ class Row:
                 str(sum(o.recomputed for o in self.outcomes)), str(sum(o.lost for o in self.outcomes))]
 
 
-def _sweep(tmp: Path, args: list[str], **env: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "countboard.commands.sweep", *TOY, *args, f"tracking.store_dir={tmp / 'mlruns'}"]
+def _sweep(tmp: Path, args: list[str], store: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "countboard.commands.sweep", *TOY, *args,
+           f"tracking.store_dir={store or tmp / 'mlruns'}"]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=sweep_env(tmp, **env), timeout=600)
 
 
-def _cells(tmp: Path):
-    runs = store_runs(tmp / "mlruns")
+def _cells(tmp: Path, store: Path | None = None):
+    runs = store_runs(store or tmp / "mlruns")
     return runs[runs["tags.countboard.role"] == "cell"]
 
 
-def _cell_outcome(tmp: Path, calls: Counter, expected_cells: int = 1) -> Outcome:
+def _cell_outcome(tmp: Path, calls: Counter, expected_cells: int = 1, store: Path | None = None) -> Outcome:
     import pandas as pd
 
-    cells = _cells(tmp)
+    store = store or tmp / "mlruns"
+    cells = _cells(tmp, store)
     ok = len(cells) == expected_cells and set(cells["status"]) == {"FINISHED"}
     lost = 0
     for run_id in cells["run_id"]:
-        art = next((tmp / "mlruns").glob(f"artifacts/*/{run_id}/artifacts"), None)
+        art = next(store.glob(f"artifacts/*/{run_id}/artifacts"), None)
         have = set(pd.read_parquet(art / "samples.parquet")["unit_id"]) if art and (
             art / "samples.parquet").exists() else set()
         lost += len(set(UNITS) - have)
@@ -161,6 +165,185 @@ def concurrent_sweeps(tmp: Path, rng: random.Random) -> Outcome:
     return Outcome(ok and lost == 0, sum(v - 1 for v in counts.values()), lost)
 
 
+# ---- store faults: what users do to a folder of results (copy, move, read-only mount, damage, a down server)
+
+#: Folders of a trial that are not a store: the sweeps' Hydra logs and the toy dataset's cache.
+NOT_STORE = ("outputs", "data")
+
+
+def _files(root: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")
+            if p.is_file() and not p.name.endswith("-shm") and not str(p.relative_to(root)).startswith(skip)}
+
+
+def _written(before: dict, after: dict) -> int:
+    """Bytes of files created or changed between two ``_files`` listings."""
+    return sum(size for name, (size, mtime) in after.items() if before.get(name) != (size, mtime))
+
+
+def _countboard(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "countboard.cli", *args], capture_output=True, text=True, cwd=tmp,
+                          env=sweep_env(tmp, XDG_CACHE_HOME=str(tmp / "cache")), timeout=600)
+    return proc, time.perf_counter() - t0
+
+
+def _one_line(proc: subprocess.CompletedProcess, *words: str) -> bool:
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error:")]
+    return proc.returncode != 0 and len(errors) == 1 and all(w in errors[0] for w in words) and (
+        "Traceback" not in proc.stderr)
+
+
+def copied_store(tmp: Path, rng: random.Random) -> Outcome:
+    """``cp -r store copy``, sweep into the copy: not a byte of the original changes; the copy has both cells."""
+    calls = tmp / "calls.log"
+    if _sweep(tmp, [f"task.calls_log={calls}"], tmp / "store").returncode != 0:
+        return Outcome(False, note="first sweep failed")
+    subprocess.run(["cp", "-r", str(tmp / "store"), str(tmp / "copy")], check=True)
+    before = _files(tmp, NOT_STORE + ("copy",))
+    if _sweep(tmp, [f"task.calls_log={calls}", "seed=1"], tmp / "copy").returncode != 0:
+        return Outcome(False, note="sweep into the copy failed")
+    doctor, _ = _countboard(tmp, "doctor", "--store", str(tmp / "copy"))
+    out = _cell_outcome(tmp, Counter(), expected_cells=2, store=tmp / "copy")
+    out.outside = _written(before, _files(tmp, NOT_STORE + ("copy", "calls.log")))
+    out.survived = out.survived and out.outside == 0 and doctor.returncode == 0
+    return out
+
+
+def moved_store(tmp: Path, rng: random.Random) -> Outcome:
+    """A store made elsewhere (another machine's path), renamed here: sweep, index and doctor work in place."""
+    calls = tmp / "calls.log"
+    if _sweep(tmp, [f"task.calls_log={calls}"], tmp / "store").returncode != 0:
+        return Outcome(False, note="first sweep failed")
+    (tmp / "store").rename(tmp / "moved store")
+    store = tmp / "moved store"
+    before = _files(tmp, NOT_STORE + ("moved store",))
+    index, _ = _countboard(tmp, "index", "--store", str(store))
+    if _sweep(tmp, [f"task.calls_log={calls}", "seed=1"], store).returncode != 0:
+        return Outcome(False, note="sweep into the moved store failed")
+    doctor, _ = _countboard(tmp, "doctor", "--store", str(store))
+    out = _cell_outcome(tmp, Counter(), expected_cells=2, store=store)
+    out.outside = _written(before, _files(tmp, NOT_STORE + ("moved store", "calls.log")))
+    out.survived = out.survived and out.outside == 0 and index.returncode == 0 and doctor.returncode == 0
+    return out
+
+
+def read_only_store(tmp: Path, rng: random.Random) -> Outcome:
+    """A read-only bind mount of a store: index (to the user cache and to --db elsewhere) and doctor read it."""
+    if _sweep(tmp, [], tmp / "store").returncode != 0:
+        return Outcome(False, note="first sweep failed")
+    ro = tmp / "ro"
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(tmp / "store"), str(ro)], capture_output=True).returncode == 0
+    if not mounted or subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], capture_output=True).returncode:
+        if mounted:
+            subprocess.run(["umount", str(ro)], check=False)
+        return Outcome(False, note="no read-only bind mount here (needs root)")
+    try:
+        before = _files(tmp / "store")
+        cached, _ = _countboard(tmp, "index", "--store", str(ro))
+        elsewhere, _ = _countboard(tmp, "index", "--store", str(ro), "--db", str(tmp / "elsewhere.duckdb"))
+        doctor, _ = _countboard(tmp, "doctor", "--store", str(ro))
+        outside = _written(before, _files(tmp / "store"))
+        indexed = list((tmp / "cache").rglob("index.duckdb")) and (tmp / "elsewhere.duckdb").is_file()
+        ok = cached.returncode == 0 and elsewhere.returncode == 0 and doctor.returncode == 0 and bool(indexed)
+        return Outcome(ok and outside == 0, outside=outside, note="" if ok else (cached.stderr + doctor.stderr)[-300:])
+    finally:
+        subprocess.run(["umount", str(ro)], check=False)
+
+
+def _damage(kind: str) -> Callable[[Path, random.Random], Outcome]:
+    """Damage ``mlflow.db`` (garbled b-tree pages of a random table, the file cut short, or a foreign file in its
+    place); the sweep must refuse with one line, ``doctor --fix`` recover, and the next sweep finish the cell."""
+    def trial(tmp: Path, rng: random.Random) -> Outcome:
+        import sqlite3
+
+        calls = tmp / "calls.log"
+        args = [f"task.calls_log={calls}"]
+        if _sweep(tmp, args).returncode != 0:
+            return Outcome(False, note="first sweep failed")
+        db = tmp / "mlruns" / "mlflow.db"
+        with sqlite3.connect(db) as con:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            table = rng.choice(["runs", "tags", "params", "metrics", "latest_metrics"])
+            pages = [p for (p,) in con.execute("SELECT pageno FROM dbstat WHERE name = ?", (table,))]
+        note = ""
+        if kind == "garbled":
+            with open(db, "r+b") as fh:
+                for page in pages:
+                    fh.seek((page - 1) * 4096)
+                    fh.write(bytes(rng.randrange(256) for _ in range(64)))
+            note = f"{table}: {len(pages)} page(s)"
+        elif kind == "truncated":
+            keep = rng.uniform(0.3, 0.9)
+            db.write_bytes(db.read_bytes()[: int(db.stat().st_size * keep)])
+            note = f"kept {keep:.0%}"
+        else:
+            db.write_bytes(b"name,count\ncats,3\n" * rng.randrange(1, 100))
+        damaged = db.read_bytes()
+        before = _files(tmp / "mlruns")
+        t0 = time.perf_counter()
+        refused = _sweep(tmp, args)
+        seconds = time.perf_counter() - t0
+        named = _one_line(refused, "not an MLflow store" if kind == "foreign" else "damaged")
+        untouched = db.read_bytes() == damaged and _written(before, _files(tmp / "mlruns")) == 0
+        if kind == "foreign":
+            return Outcome(named and untouched, seconds=seconds, note="refused, file unchanged" if named else
+                           refused.stderr[-300:])
+        fix, _ = _countboard(tmp, "doctor", "--store", str(tmp / "mlruns"), "--fix")
+        kept = [p for p in (tmp / "mlruns").glob("mlflow.db.damaged-*") if p.read_bytes() == damaged]
+        if _sweep(tmp, args).returncode != 0:
+            return Outcome(False, seconds=seconds, note=f"sweep after doctor --fix failed ({note})")
+        out = _cell_outcome(tmp, _calls(calls))
+        out.survived = out.survived and named and untouched and bool(kept) and "recovered" in fix.stdout
+        out.seconds, out.note = seconds, note
+        return out
+    return trial
+
+
+def down_server(tmp: Path, rng: random.Random) -> Outcome:
+    """Every command on ``http://127.0.0.1:1``: one whole line naming the address; seconds = the slowest command,
+    less the start-up of ``countboard --help`` measured just before it (import time on a busy machine)."""
+    slowest, ok = 0.0, True
+    for args in (["index"], ["leaderboard"], ["doctor"], ["compare"]):
+        _, startup = _countboard(tmp, "--help")
+        proc, seconds = _countboard(tmp, *args, "--store", "http://127.0.0.1:1")
+        ok = ok and _one_line(proc, "cannot reach the MLflow server at http://127.0.0.1:1")
+        slowest = max(slowest, seconds - startup)
+    t0 = time.perf_counter()
+    sweep = subprocess.run([sys.executable, "-m", "countboard.commands.sweep", *TOY, "tracking=server",
+                            "tracking.uri=http://127.0.0.1:1"], capture_output=True, text=True, cwd=tmp,
+                           env=sweep_env(tmp), timeout=600)
+    _, startup = _countboard(tmp, "--help")
+    slowest = max(slowest, time.perf_counter() - t0 - startup)
+    ok = ok and _one_line(sweep, "cannot reach the MLflow server at http://127.0.0.1:1")
+    return Outcome(ok and slowest <= 10, seconds=slowest)
+
+
+def bad_nested_key(tmp: Path, rng: random.Random) -> Outcome:
+    """``+model.bogus=1`` and a wrongly typed task key: one line listing the valid keys, no store created."""
+    t0 = time.perf_counter()
+    bogus = _sweep(tmp, ["+model.bogus=1"])
+    typed = _sweep(tmp, ["task.delay_s=slow"])
+    seconds = time.perf_counter() - t0
+    ok = _one_line(bogus, "model.bogus is not a key of model", "valid keys: ") and _one_line(typed, "task.delay_s")
+    outside = sum(p.stat().st_size for p in (tmp / "mlruns").rglob("*") if p.is_file()) if (
+        tmp / "mlruns").exists() else 0
+    return Outcome(ok and not (tmp / "mlruns").exists(), outside=outside, seconds=seconds / 2)
+
+
+STORE_FAULTS: dict[str, tuple[str, Callable]] = {
+    "copied_store": ("store copied (cp -r), then swept into the copy", copied_store),
+    "moved_store": ("store renamed (path with a space), then indexed, swept, checked", moved_store),
+    "read_only_store": ("store on a read-only bind mount: index (cache, --db), doctor", read_only_store),
+    "garbled_pages": ("garbled b-tree pages of one table in mlflow.db", _damage("garbled")),
+    "truncated_db": ("mlflow.db cut short at a random byte", _damage("truncated")),
+    "foreign_db": ("a foreign file (CSV) as mlflow.db", _damage("foreign")),
+    "down_server": ("unreachable server (index, leaderboard, doctor, compare, sweep)", down_server),
+    "bad_nested_key": ("bad nested model/task key (+model.bogus=1, task.delay_s=slow)", bad_nested_key),
+}
+
+
 FAULTS: dict[str, tuple[str, Callable]] = {
     "store_creation": ("kill -9 during store creation", store_creation),
     "checkpoint_write": ("kill -9 during a checkpoint write", kill_in_cell("checkpoint_write")),
@@ -174,44 +357,67 @@ FAULTS: dict[str, tuple[str, Callable]] = {
 def run(trials: dict[str, int], seed: int) -> list[Row]:
     rng = random.Random(seed)
     rows = []
-    for key, (label, fn) in FAULTS.items():
+    for key, (label, fn) in {**FAULTS, **STORE_FAULTS}.items():
         row = Row(label)
         for i in range(trials[key]):
             with tempfile.TemporaryDirectory(prefix=f"fault-{key}-") as tmp:
                 t0 = time.perf_counter()
                 outcome = fn(Path(tmp), rng)
                 print(f"{key} trial {i + 1}: survived={outcome.survived} recomputed={outcome.recomputed} "
-                      f"lost={outcome.lost} {outcome.note} ({time.perf_counter() - t0:.0f}s)", flush=True)
+                      f"lost={outcome.lost} outside={outcome.outside} seconds={outcome.seconds} {outcome.note} "
+                      f"({time.perf_counter() - t0:.0f}s)", flush=True)
                 row.outcomes.append(outcome)
         rows.append(row)
     return rows
 
 
-def _kept_rows(path: Path, run_labels: set[str]) -> dict[str, str]:
-    """Table rows of the existing document for faults not run this time (``--only``)."""
+def store_cells(row: Row) -> list[str]:
+    """A row of the store-faults table."""
+    n = len(row.outcomes)
+    secs = [o.seconds for o in row.outcomes if o.seconds is not None]
+    notes = sorted({o.note for o in row.outcomes if o.note})
+    return [row.fault, str(n), f"{sum(o.survived for o in row.outcomes)}/{n}", str(sum(o.lost for o in row.outcomes)),
+            str(sum(o.outside for o in row.outcomes)), f"{max(secs):.1f}" if secs else "-",
+            "; ".join(notes)[:160] or "-"]
+
+
+def _kept_rows(path: Path, labels: set[str]) -> dict[str, str]:
+    """Table rows of the existing document for the faults ``labels`` (those not run this time, with ``--only``)."""
     if not path.exists():
         return {}
     rows = {}
     for line in path.read_text().splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if line.startswith("| ") and cells[0] in {label for label, _ in FAULTS.values()} - run_labels:
+        if line.startswith("| ") and cells[0] in labels:
             rows[cells[0]] = line
     return rows
 
 
-def write_doc(rows: list[Row], path: Path, command: str, load: str, seconds: float) -> None:
-    header = ["fault", "trials", "survived", "units recomputed", "units lost"]
+def _table(header: list[str], fresh: dict[str, str], kept: dict[str, str], labels: list[str]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    fresh = {r.fault: "| " + " | ".join(r.cells()) + " |" for r in rows}
-    kept = _kept_rows(path, set(fresh))
-    lines += [fresh.get(label) or kept[label] for label, _ in FAULTS.values() if label in fresh or label in kept]
+    return lines + [fresh.get(label) or kept[label] for label in labels if label in fresh or label in kept]
+
+
+def write_doc(rows: list[Row], path: Path, command: str, load: str, seconds: float) -> None:
+    labels = [label for label, _ in FAULTS.values()]
+    store_labels = [label for label, _ in STORE_FAULTS.values()]
+    done = {r.fault for r in rows}
+    kept = _kept_rows(path, (set(labels) | set(store_labels)) - done)
+    kill_table = _table(["fault", "trials", "survived", "units recomputed", "units lost"],
+                        {r.fault: "| " + " | ".join(r.cells()) + " |" for r in rows if r.fault in labels}, kept, labels)
+    store_table = _table(["fault", "trials", "survived", "units lost", "bytes written outside the store",
+                          "seconds to the error", "notes"],
+                         {r.fault: "| " + " | ".join(store_cells(r)) + " |" for r in rows if r.fault in store_labels},
+                         kept, store_labels)
     mid = [o.note == "killed mid-creation" for r in rows for o in r.outcomes if "creation" in o.note]
     where = (f"{sum(mid)} of the {len(mid)} store-creation kills landed while the schema was being built (a "
              "`mlflow.db.creating-*` file was left behind and removed by the next command); the others before or "
              "after it.\n\n") if mid else ""
+    runs = [line for line in _runs_lines(path) if command not in line]
+    runs.append(f"- `{command}` ({seconds / 60:.1f} min; load average at the start {load}).")
     path.write_text(
         "# Reliability under faults\n\n"
-        "What happens to a store when things go wrong on purpose: real processes, real signals "
+        "What happens to a store when things go wrong on purpose: real processes, real signals, real files "
         "(`benchmarks/faults.py`). A trial *survived* when the next ordinary command works and the cell ends "
         "FINISHED with every unit; *units recomputed* are units computed more than once over all trials (at most "
         "the chunk in progress, `checkpoint_every` = 4 here); *units lost* are units missing from the final "
@@ -219,12 +425,30 @@ def write_doc(rows: list[Row], path: Path, command: str, load: str, seconds: flo
         "during a checkpoint write, after run creation and during an index build land at a named point "
         "(`COUNTBOARD_FAILPOINT`, `countboard/tracking/failpoints.py`); the kill during store creation lands at "
         "a random moment.\n\n"
-        + "\n".join(lines) + "\n\n" + where +
-        f"Command: `{command}` ({seconds / 60:.1f} min). Machine: 2 cores shared with other jobs; load average "
-        f"at the start: {load}.\n\n"
+        "## Kills and races\n\n"
+        + "\n".join(kill_table) + "\n\n" + where +
+        "## What users do to a store\n\n"
+        "Copies, moves, read-only mounts, damage and a down server. *Bytes written outside the store* counts every "
+        "file created or changed outside the store folder the commands were given (the sweeps' Hydra logs under "
+        "`outputs/` and the toy dataset under `data/` excepted; SQLite's `-shm` index, which every reader updates, "
+        "left out); it must be 0. *Seconds to the error* is how long the refusing command took (for the down "
+        "server: the slowest of `index`, `leaderboard`, `doctor`, `compare` and a sweep, less the start-up time of "
+        "`countboard --help` measured beside it, which on a busy machine is itself many seconds). A damaged "
+        "store survives when the sweep refuses it in one line without changing a byte, `doctor --fix` recovers it "
+        "(the damaged file kept beside it) and the next sweep finishes the cell with every unit.\n\n"
+        + "\n".join(store_table) + "\n\n"
+        "How the store rules work: `docs/architecture.md` (Resume and failure semantics, Store). Runs:\n\n"
+        + "\n".join(runs) + "\n\nMachine: 2 cores shared with other jobs.\n\n"
         "How each fault is survived is described in `docs/architecture.md` (Resume and failure semantics); "
         "`countboard doctor` lists and repairs what a fault can leave behind (expired leases, RUNNING runs without "
-        "an owner, a stale index).\n")
+        "an owner, a stale index, a damaged database).\n")
+
+
+def _runs_lines(path: Path) -> list[str]:
+    """The list of benchmark commands of the existing document (kept when only some faults run again)."""
+    if not path.exists():
+        return []
+    return [line for line in path.read_text().splitlines() if line.startswith("- `python benchmarks/faults.py")]
 
 
 def main() -> None:
@@ -232,7 +456,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="few trials per fault")
     p.add_argument("--trials", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--only", nargs="*", choices=sorted(FAULTS), help="run only these faults")
+    p.add_argument("--only", nargs="*", choices=sorted({**FAULTS, **STORE_FAULTS}), help="run only these faults")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "reliability.md")
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -240,6 +464,8 @@ def main() -> None:
     trials = {k: (0 if args.only and k not in args.only else
                   (3 if k == "store_creation" and args.quick else (max(1, n // 2) if k == "concurrent_sweeps" else n)))
               for k in FAULTS}
+    trials.update({k: 0 if args.only and k not in args.only else (1 if args.quick else max(1, n // 2))
+                   for k in STORE_FAULTS})
     load = os.getloadavg()
     t0 = time.perf_counter()
     rows = [r for r in run(trials, args.seed) if r.outcomes]
@@ -247,8 +473,9 @@ def main() -> None:
     command = "python benchmarks/faults.py" + (" --quick" if args.quick else f" --trials {args.trials}") + (
         f" --only {' '.join(args.only)}" if args.only else "")
     write_doc(rows, args.out, command, " / ".join(f"{x:.1f}" for x in load), seconds)
-    print(json.dumps({r.fault: r.cells()[1:] for r in rows}, indent=1))
-    if any(o.lost for r in rows for o in r.outcomes) or not all(o.survived for r in rows for o in r.outcomes):
+    print(json.dumps({r.fault: r.cells()[1:] + [str(sum(o.outside for o in r.outcomes))] for r in rows}, indent=1))
+    if any(o.lost or o.outside for r in rows for o in r.outcomes) or not all(
+            o.survived for r in rows for o in r.outcomes):
         sys.exit(1)
 
 

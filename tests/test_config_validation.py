@@ -70,3 +70,57 @@ def test_data_identity_is_the_fingerprint_not_the_path(tmp_path):
     assert path_fingerprint(a) != path_fingerprint(b)  # an edited annotation is other data
     cfg = OmegaConf.create({"dataset": {"root": "${data_dir}/d"}, "data_dir": "/x"})
     assert config_hash(cfg, path_fingerprint(a)) != config_hash(cfg, path_fingerprint(b))
+
+
+@pytest.fixture(scope="module")
+def compose_cfg():
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from countboard.config import register_configs
+    from countboard.paths import conf_dir
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        yield lambda *overrides: compose("config", overrides=list(overrides))
+    GlobalHydra.instance().clear()
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["model=oracle", "+model.bogus=1"], "model.bogus is not a key of model .*it takes no keys"),
+    (["task=praco_mosaic", "+task.bogus.x=1"], "task.bogus is not a key of task .*valid keys: classes, mosaic, "
+                                               "n_figures, official_rounding, orientation"),
+    (["task=praco_mosaic", "task.n_figures=abc"], "task.n_figures='abc' is a str, but .* expects int"),
+    (["dataset=synthetic_shapes", "+dataset.max_images=many"], "dataset.max_images='many' is a str"),
+    (["task=praco_negative", "task.official_rounding=3"], "task.official_rounding=3 is a int, but .* expects bool"),
+])
+def test_bad_node_keys_and_types_fail_before_anything_is_built(compose_cfg, overrides, message):
+    from countboard.config import check_nodes
+
+    with pytest.raises(ConfigError, match=message):
+        check_nodes(compose_cfg(*overrides))
+
+
+def test_good_node_values_pass(compose_cfg):
+    from countboard.config import check_nodes
+
+    check_nodes(compose_cfg("model=class_blind", "task=praco_mosaic", "task.n_figures=2", "task.tile_size=[64,64]",
+                            "dataset=synthetic_shapes", "+dataset.max_images=3"))
+
+
+@pytest.mark.slow
+def test_a_sweep_with_a_bad_nested_key_touches_no_store(tmp_path):
+    import time
+
+    from tests.conftest import run_sweep
+
+    store = tmp_path / "store"
+    t0 = time.monotonic()
+    proc = run_sweep(["model=oracle", "+model.bogus=1", "task=praco_negative", "seed=7"], tmp_path, store=store,
+                     check=False)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stderr
+    assert "model.bogus is not a key of model" in errors[0]
+    assert not store.exists()  # no store, no run, no lock
+    assert time.monotonic() - t0 < 120

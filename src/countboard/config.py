@@ -7,6 +7,7 @@ runs rather than *what* it computes: those stay out of ``config_hash``; every ot
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -180,36 +181,113 @@ def validate(cfg) -> None:
 
 
 def check_node(cfg: Any, group: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The keyword arguments of ``cfg[group]`` (metadata removed), checked against its ``_target_``'s signature.
+    """The keyword arguments of ``cfg[group]`` (metadata removed), checked against its ``_target_``'s signature:
+    unknown keys (in nested ``_target_`` nodes too) and values of the wrong type fail, listing the valid keys.
 
     ``cfg[group]`` is a config node or a plain dict (e.g. a model node nested in a task's config).
     """
-    import inspect
-
-    from hydra.utils import get_class
     from omegaconf import OmegaConf
 
     node = cfg[group]
     node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
     for k in META_KEYS:
         node.pop(k, None)
+    if "_target_" not in node:
+        raise ConfigError(f"{group} has no `_target_`: choose one of the `{group.split('.')[0]}` configs "
+                          f"(e.g. {group.split('.')[0]}=<name>)")
+    _check_arguments(node, group, extra)
+    return node
+
+
+_HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
+
+
+def _check_arguments(node: dict[str, Any], group: str, extra: tuple[str, ...] = ()) -> None:
+    import inspect
+
+    from hydra.utils import get_class
+
     try:
         cls = get_class(node["_target_"])
     except Exception as exc:
         raise ConfigError(f"{group}._target_={node['_target_']!r} cannot be imported: {exc}") from exc
-    params = inspect.signature(cls.__init__).parameters
+    params = {k: p for k, p in inspect.signature(cls.__init__).parameters.items() if k != "self"}
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        valid = sorted(p for p in params if p != "self")
-        unknown = sorted(set(node) - {"_target_", "_partial_", "_recursive_", "_convert_"} - set(valid))
+        valid = sorted(k for k, p in params.items() if k not in extra and p.kind is not p.VAR_POSITIONAL)
+        unknown = sorted(set(node) - _HYDRA_KEYS - set(params))
         if unknown:
-            raise ConfigError(f"{group}.{unknown[0]} is not a parameter of {node['_target_']}; "
-                              f"valid keys: {', '.join(k for k in valid if k not in extra)}")
-        missing = [p.name for p in params.values() if p.name != "self" and p.default is inspect.Parameter.empty
-                   and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in node
-                   and p.name not in extra]
+            listed = f"valid keys: {', '.join(valid)}" if valid else "it takes no keys"
+            raise ConfigError(f"{group}.{unknown[0]} is not a key of {group} ({node['_target_']}); {listed} "
+                              f"(besides {', '.join(META_KEYS)})")
+        missing = [k for k, p in params.items() if p.default is inspect.Parameter.empty
+                   and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and k not in node and k not in extra]
         if missing:
             raise ConfigError(f"{group} needs `{missing[0]}` for {node['_target_']}: add {group}.{missing[0]}=…")
-    return node
+    hints = _type_hints(cls.__init__)
+    for key, value in node.items():
+        if key in _HYDRA_KEYS:
+            continue
+        if isinstance(value, dict) and "_target_" in value and node.get("_recursive_", True):
+            _check_arguments({k: v for k, v in value.items() if k not in META_KEYS}, f"{group}.{key}")
+        elif key in hints and not _fits(value, hints[key]):
+            raise ConfigError(f"{group}.{key}={value!r} is a {type(value).__name__}, but {node['_target_']} "
+                              f"expects {_type_name(hints[key])}")
+
+
+def _type_hints(fn) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # an annotation that names what is imported only for type checking: no type check
+        return {}
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a config value can be passed where ``hint`` is expected (unknown hints accept anything)."""
+    import collections.abc as cabc
+    import types
+    import typing
+
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if value is None:
+        return False
+    base = origin or hint
+    if base is bool:
+        return isinstance(value, bool)
+    if base is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if base is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if base is str:
+        return isinstance(value, str)
+    if base in (list, tuple, cabc.Sequence):
+        return isinstance(value, (list, tuple))
+    if base in (dict, cabc.Mapping):
+        return isinstance(value, dict)
+    if isinstance(base, type) and issubclass(base, os.PathLike):
+        return isinstance(value, (str, os.PathLike))
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def check_nodes(cfg: Any) -> None:
+    """Every key of the model, dataset and task nodes, checked before anything is built or any store touched."""
+    for group, extra in (("model", ("device",)), ("dataset", ()), ("task", ())):
+        if cfg.get(group) is None:
+            raise ConfigError(f"no `{group}` chosen: add {group}=<name> to the command line")
+        check_node(cfg, group, extra)
 
 
 def instantiate_node(cfg: Any, group: str, **extra: Any) -> Any:

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from countboard.cell import Cell, resolve_device
-from countboard.config import SUBSET_NODE_KEYS, instantiate_node, validate
+from countboard.config import SUBSET_NODE_KEYS, check_nodes, instantiate_node, validate
 from countboard.errors import CountboardError
 from countboard.models.precision import numerics
 from countboard.results import RunContext, Task, TaskResult
@@ -137,17 +137,19 @@ def _validate_metrics(metrics: dict[str, float]) -> None:
 
 
 def _open_cell(cfg: DictConfig) -> tuple[Cell, Any]:
-    """Validate, reach the store, build the dataset and fingerprint it: all before any run exists."""
+    """Validate every key, build the dataset and fingerprint it, then reach the store: a config that cannot run
+    fails before the store is touched (nothing is created), and all of it before any run exists."""
     from countboard.fingerprint import dataset_fingerprint
 
     validate(cfg)
-    tracker = tracker_from_config(cfg.tracking)
-    tracker.check()
+    check_nodes(cfg)
     resolve_device(cfg.device)
     dataset = instantiate_node(cfg, "dataset")
     _preflight_model(cfg)
-    node = OmegaConf.to_container(cfg.dataset, resolve=True)
-    return Cell(cfg, tracker, dataset_fingerprint(dataset, node)), dataset
+    fingerprint = dataset_fingerprint(dataset, OmegaConf.to_container(cfg.dataset, resolve=True))
+    tracker = tracker_from_config(cfg.tracking)
+    tracker.check()
+    return Cell(cfg, tracker, fingerprint), dataset
 
 
 def _preflight_model(cfg: DictConfig) -> None:

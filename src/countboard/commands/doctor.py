@@ -74,7 +74,7 @@ def _store_file_findings(where: StoreAddress) -> list[Finding]:
     for stale in root.glob(f"{DB_NAME}.creating-*"):
         out.append(Finding("store", f"{stale} was left by a store creation that was stopped", "delete it",
                            lambda p=stale: p.unlink(missing_ok=True)))
-    if health.ok and (moved := stale_locations(db)):
+    if health.ok and not where.read_only and (moved := stale_locations(db)):  # read-only: read in place anyway
         old, new = next(iter(moved.values()))
         out.append(Finding("store", f"artifact locations of {len(moved)} experiment(s) name another folder (the "
                            f"store was copied or moved; e.g. {old})", f"point them inside the store (e.g. {new})",
@@ -83,9 +83,9 @@ def _store_file_findings(where: StoreAddress) -> list[Finding]:
 
 
 def _recover(db: Path) -> None:
-    from countboard.tracking.integrity import recover
+    from countboard.tracking.local_store import recover_store
 
-    aside, health = recover(db)
+    aside, health = recover_store(db)
     print(f"recovered {db} ({health.runs} runs readable); the damaged file is kept as {aside}")
 
 
@@ -235,6 +235,12 @@ def run(args: argparse.Namespace) -> int:
         print(f.line())
     if not args.fix:
         print(f"{len(findings)} inconsistencies; run again with --fix to repair them", file=sys.stderr)
+        return 1
+    from countboard.tracking.address import resolve
+
+    if resolve(args.store).read_only:
+        print(f"{len(findings)} inconsistencies; the store is read-only here: run `countboard doctor --fix` where "
+              "it can be written", file=sys.stderr)
         return 1
     for f in findings:
         f.fix()

@@ -57,10 +57,11 @@ def run(args: argparse.Namespace) -> int:
     from countboard.tracking.store import open_store
 
     tracker = open_store(args.store, create=False)
-    tracker.mark_default_experiment()
+    if tracker.client_uri == tracker.uri:  # a read-only store is served as it is (immutable)
+        tracker.mark_default_experiment()
     uri = tracker.uri
     # `mlflow server`, its UI opening experiments on their runs table (countboard.tracking.mlflow_ui says why)
-    cmd = [sys.executable, "-m", "countboard.tracking.mlflow_ui", "--backend-store-uri", uri, "--host", args.host,
+    cmd = [sys.executable, "-m", "countboard.tracking.mlflow_ui", "--backend-store-uri", tracker.client_uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
     print(f"MLflow UI on http://{args.host}:{args.port} (store {uri}); Ctrl-C stops it", flush=True)
     return serve(cmd)

@@ -29,7 +29,7 @@ from countboard.index import ddl, source
 from countboard.index.reader import connect_readonly
 from countboard.index.source import MetricPoint, RunSnapshot
 from countboard.index.updates import CLOCK_SKEW_MS, SCAN_EVERY_S, UPDATES
-from countboard.tracking import failpoints, manifest
+from countboard.tracking import address, failpoints, manifest
 from countboard.tracking.relocate import resolve_run_uri
 from countboard.tracking.store import Tracker
 
@@ -163,8 +163,8 @@ def _lock(db_path: Path):
 def _client(store_uri: str):
     # one pooled connection per parallel artifact listing (MLflow keeps 10 and drops the rest after each use)
     os.environ.setdefault("MLFLOW_HTTP_POOL_MAXSIZE", str(2 * source.LIST_WORKERS))
-    tracker = Tracker(store_uri)
-    tracker.check()  # one line naming the store when it cannot be read
+    tracker = Tracker(store_uri, client_uri=address.parse(store_uri).client_uri)  # a read-only store: immutable
+    tracker.check()  # one line naming the store when it cannot be read (a down server: within seconds)
     return tracker.client
 
 

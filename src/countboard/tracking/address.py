@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 from urllib.request import url2pathname
 
 STORE_ENV = "COUNTBOARD_STORE"
@@ -76,18 +76,28 @@ class StoreAddress:
         targets = [p for p in (self.folder, self.db) if p is not None and p.exists()]
         return any(not os.access(p, os.W_OK) for p in targets)
 
+    @property
+    def client_uri(self) -> str:
+        """The URI MLflow is given. A read-only embedded store is opened ``immutable``: SQLite then takes no lock
+        and needs no ``-shm`` file, which a read-only folder could not hold (``tracking.integrity.connect_ro``)."""
+        if self.db is not None and self.read_only:
+            return f"sqlite:///file:{quote(str(self.db), safe='/')}?immutable=1&uri=true"
+        return self.uri
+
     def cache_dir(self) -> Path:
-        """The folder of a remote store's index and artifact cache: ``$XDG_CACHE_HOME/countboard/<host>-<hash>``
-        (``~/.cache`` without it), one per URI; a local store's own folder.
+        """The folder of a store's index and artifact cache: a writable local store's own folder, else
+        ``$XDG_CACHE_HOME/countboard/<host or folder name>-<hash>`` (``~/.cache`` without it), one per URI: a
+        remote or read-only store has no folder we may write to.
 
         Example:
             >>> parse("http://10.0.0.5:5000").cache_dir().name.startswith("10.0.0.5_5000-")
             True
         """
-        if self.folder is not None:
+        if self.folder is not None and not self.read_only:
             return self.folder
         parsed = urlparse(self.uri)
-        host = "".join(c if c.isalnum() or c in ".-" else "_" for c in (parsed.hostname or parsed.scheme or "store"))
+        name = self.folder.name if self.folder is not None else (parsed.hostname or parsed.scheme or "store")
+        host = "".join(c if c.isalnum() or c in ".-" else "_" for c in name)
         if parsed.port:
             host += f"_{parsed.port}"
         digest = hashlib.sha256(self.uri.encode()).hexdigest()[:12]
@@ -95,8 +105,9 @@ class StoreAddress:
         return (base / "countboard" / f"{host}-{digest}").resolve()
 
     def index_path(self, env: Mapping[str, str] | None = None) -> Path:
-        """``$COUNTBOARD_INDEX_DB``, else ``index.duckdb`` beside a local store, else in the store's cache folder:
-        a remote store has no folder of ours, and the working directory is an accident."""
+        """``$COUNTBOARD_INDEX_DB``, else ``index.duckdb`` beside a writable local store, else in the store's
+        cache folder: a remote or read-only store has no folder of ours, and the working directory is an
+        accident."""
         env = os.environ if env is None else env
         if env.get(INDEX_DB_ENV):
             return Path(env[INDEX_DB_ENV]).expanduser().resolve()
@@ -146,6 +157,8 @@ def parse(value: str | os.PathLike) -> StoreAddress:
     parsed = urlparse(given)
     if parsed.scheme == "sqlite":
         rest, _, query = given[len("sqlite://"):].partition("?")  # sqlite:///rel.db relative, sqlite:////abs.db not
+        if rest.startswith("/file:"):  # SQLite's URI-filename form (``client_uri``): the same file
+            rest, query = "/" + rest[len("/file:"):].lstrip("/"), ""
         if rest in ("", "/", "/:memory:"):
             return StoreAddress(given, None, None, None, given)
         return _local(Path(unquote(rest[1:])).expanduser().resolve(), given, query)

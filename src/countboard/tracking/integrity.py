@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import shutil
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from countboard.errors import TrackingStoreError
 from countboard.tracking.address import sqlite_uri
+
+log = logging.getLogger("countboard")
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 SIDECARS = ("-wal", "-shm", "-journal")
@@ -55,6 +59,11 @@ def connect_ro(db: Path) -> sqlite3.Connection:
         con.close()
         if os.access(db.parent, os.W_OK):
             raise
+    wal = Path(f"{db}-wal")
+    if wal.is_file() and wal.stat().st_size:
+        log.warning("%s holds changes not yet checkpointed into %s; a read-only folder cannot apply them, so the "
+                    "store reads as of its last checkpoint (open it once where it is writable to apply them)",
+                    wal, db.name)
     return sqlite3.connect(f"{db.as_uri()}?immutable=1", uri=True, timeout=30)
 
 
@@ -163,18 +172,25 @@ def _copy_schema_and_rows(src: sqlite3.Connection, dst: sqlite3.Connection) -> N
     dst.commit()
 
 
-def recover(db: Path) -> tuple[Path, Health]:
+def recover(db: Path, make_store: Callable[[Path], None]) -> tuple[Path, Health]:
     """Copy what SQLite can read of the damaged ``db`` into a new ``mlflow.db``, keeping the original.
 
     SQLite's own ``.recover`` (the ``sqlite3`` command, when installed and able) is tried first; otherwise, or
-    when its result is not a whole MLflow store, each table is copied row by row. Returns the name the damaged
+    when its result is not a whole MLflow store, each table is copied row by row; when SQLite cannot even read the
+    schema (a file cut short loses the pages of the tables created last), the b-tree pages are read directly
+    into a new store of MLflow's schema (``_recover_pages``). Returns the name the damaged
     file was kept under, and the state of the new store.
+
+    Args:
+        db: The damaged ``mlflow.db``.
+        make_store: Builds an empty store of MLflow's schema at the path it is given (``local_store``).
 
     Raises:
         TrackingStoreError: Nothing usable could be recovered (the damaged file is left where it was).
     """
     out = db.with_name(f"{db.name}.recovered-{os.getpid()}")
-    for attempt in (_recover_cli, _recover_rows):
+    attempts = (_recover_cli, _recover_rows, functools.partial(_recover_pages, make_store=make_store))
+    for attempt in attempts:
         out.unlink(missing_ok=True)
         with contextlib.suppress(Exception):
             attempt(db, out)
@@ -210,4 +226,148 @@ def _recover_rows(db: Path, out: Path) -> None:
         _copy_schema_and_rows(src, dst)
     finally:
         src.close()
+        dst.close()
+
+
+# ---- reading the b-tree pages of a damaged file directly (the SQLite file format, sqlite.org/fileformat.html)
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    value = 0
+    for k in range(9):
+        byte = buf[i + k]
+        if k == 8:
+            return (value << 8) | byte, i + 9
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, i + k + 1
+    raise ValueError("bad varint")
+
+
+def _record(payload: bytes) -> list:
+    """The values of one record (header of serial types, then the values)."""
+    import struct
+
+    size, i = _varint(payload, 0)
+    types = []
+    while i < size:
+        t, i = _varint(payload, i)
+        types.append(t)
+    values, j = [], size
+    widths = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}
+    for t in types:
+        if t == 0:
+            values.append(None)
+        elif t in widths:
+            n = widths[t]
+            values.append(int.from_bytes(payload[j:j + n], "big", signed=True))
+            j += n
+        elif t == 7:
+            values.append(struct.unpack(">d", payload[j:j + 8])[0])
+            j += 8
+        elif t in (8, 9):
+            values.append(t - 8)
+        elif t >= 12:
+            n = (t - 12) // 2
+            chunk = payload[j:j + n]
+            if len(chunk) < n:
+                raise ValueError("record cut short")
+            values.append(chunk.decode("utf-8", "replace") if t % 2 else bytes(chunk))
+            j += n
+        else:
+            raise ValueError(f"bad serial type {t}")
+    return values
+
+
+class _Pages:
+    """The pages of a (possibly damaged) database file, and the rows of its table b-trees."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        size = int.from_bytes(data[16:18], "big") if data.startswith(SQLITE_HEADER) else 4096
+        self.size = 65536 if size == 1 else (size if size >= 512 and size & (size - 1) == 0 else 4096)
+        self.usable = self.size - (data[20] if len(data) > 20 and data.startswith(SQLITE_HEADER) else 0)
+
+    def page(self, n: int) -> bytes | None:
+        start = (n - 1) * self.size
+        return self.data[start:start + self.size] if n >= 1 and start + self.size <= len(self.data) else None
+
+    def _payload(self, page: bytes, i: int, total: int) -> bytes:
+        u = self.usable
+        x, m = u - 35, ((u - 12) * 32 // 255) - 23
+        local = total if total <= x else (m + (total - m) % (u - 4) if m + (total - m) % (u - 4) <= x else m)
+        out = bytearray(page[i:i + local])
+        nxt = int.from_bytes(page[i + local:i + local + 4], "big") if local < total else 0
+        seen = set()
+        while len(out) < total and nxt and nxt not in seen:
+            seen.add(nxt)
+            over = self.page(nxt)
+            if over is None:
+                raise ValueError("overflow page missing")
+            out += over[4:4 + min(u - 4, total - len(out))]
+            nxt = int.from_bytes(over[:4], "big")
+        if len(out) < total:
+            raise ValueError("payload cut short")
+        return bytes(out)
+
+    def rows(self, root: int):
+        """``(rowid, values)`` of every readable row of the table b-tree at ``root``; unreadable pages and cells
+        are skipped."""
+        pending, seen = [root], set()
+        while pending:
+            n = pending.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            page = self.page(n)
+            if page is None:
+                continue
+            h = 100 if n == 1 else 0
+            kind, cells = page[h], int.from_bytes(page[h + 3:h + 5], "big")
+            if kind == 5:  # interior: children, then the right-most one
+                for c in range(cells):
+                    ptr = int.from_bytes(page[h + 12 + 2 * c:h + 14 + 2 * c], "big")
+                    pending.append(int.from_bytes(page[ptr:ptr + 4], "big"))
+                pending.append(int.from_bytes(page[h + 8:h + 12], "big"))
+            elif kind == 13:
+                for c in range(cells):
+                    try:
+                        ptr = int.from_bytes(page[h + 8 + 2 * c:h + 10 + 2 * c], "big")
+                        total, i = _varint(page, ptr)
+                        rowid, i = _varint(page, i)
+                        yield rowid, _record(self._payload(page, i, total))
+                    except (ValueError, IndexError):
+                        continue
+
+
+def _recover_pages(db: Path, out: Path, make_store: Callable[[Path], None]) -> None:
+    """A new MLflow store at ``out`` (``make_store`` builds its schema) holding every row of ``db``'s tables whose
+    b-tree pages can be read."""
+    pages = _Pages(db.read_bytes())
+    roots: dict[str, tuple[int, int]] = {}  # table -> (schema rowid, root page): the latest entry wins
+    for rowid, values in pages.rows(1):
+        table = len(values) == 5 and values[0] == "table" and isinstance(values[3], int) and values[3] > 0
+        if table and rowid >= roots.get(values[1], (-1, 0))[0]:
+            roots[values[1]] = (rowid, values[3])
+    if not roots:
+        raise ValueError("no table of the schema could be read")
+    make_store(out)
+    dst = sqlite3.connect(out)
+    try:
+        for table in [t for (t,) in dst.execute("SELECT name FROM sqlite_master WHERE type='table'")]:
+            if table not in roots or table.startswith("sqlite_"):
+                continue
+            info = dst.execute(f'PRAGMA table_info("{table}")').fetchall()
+            names = [c[1] for c in info]
+            pk = [c[1] for c in info if c[5]]
+            alias = names.index(pk[0]) if len(pk) == 1 and info[names.index(pk[0])][2].upper() == "INTEGER" else None
+            for rowid, values in pages.rows(roots[table][1]):
+                values = list(values[:len(names)])
+                if alias is not None and alias < len(values) and values[alias] is None:
+                    values[alias] = rowid
+                cols = ", ".join(f'"{c}"' for c in names[:len(values)])
+                with contextlib.suppress(sqlite3.DatabaseError):
+                    dst.execute(f'INSERT OR REPLACE INTO "{table}" ({cols}) VALUES ({", ".join("?" * len(values))})',
+                                values)
+        dst.commit()
+    finally:
         dst.close()

@@ -19,12 +19,13 @@ import logging
 import os
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 from countboard.errors import TrackingStoreError
 from countboard.tracking.address import STORE_DB_NAME as DB_NAME
 from countboard.tracking.address import STORE_ENV, sqlite_uri
-from countboard.tracking.integrity import HALF, check_db, refusal, set_aside
+from countboard.tracking.integrity import HALF, Health, check_db, recover, refusal, set_aside
 from countboard.tracking.relocate import rewrite_locations
 
 log = logging.getLogger("countboard")
@@ -133,6 +134,12 @@ def _create(tmp: Path, artifact_root: str) -> None:
     finally:
         con.close()
     _save_template(tmp)
+
+
+def recover_store(db: Path) -> tuple[Path, Health]:
+    """``integrity.recover`` of a damaged ``<folder>/mlflow.db``: what SQLite can read, in a new file; the damaged
+    one kept as ``mlflow.db.damaged-<time>``. Returns that name and the state of the new store."""
+    return recover(db, lambda out: _create(out, (db.parent / "artifacts").as_uri()))
 
 
 def _move_aside(db: Path, reason: str) -> Path:

@@ -91,7 +91,9 @@ def resolve_run_uri(artifact_uri: str, store_uri: str | None) -> str:
 
 def stale_locations(db: Path) -> dict[str, tuple[str, str]]:
     """``{experiment_id: (recorded, current)}`` for each experiment whose location names another folder."""
-    con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
+    from countboard.tracking.integrity import connect_ro
+
+    con = connect_ro(db)
     try:
         rows = con.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
     finally:

@@ -36,6 +36,52 @@ class RunRecord:
     start_time: int
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: first line of the message`` of ``exc``, whole words only (for one-line errors)."""
+    text = (str(exc).strip().splitlines() or [""])[0].strip()
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + " …"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+#: The longest a command waits for a store server before it says it cannot reach it.
+REACH_TIMEOUT_S = 10.0
+
+
+def http_limits(timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """Bound MLflow's HTTP calls in this process: ``timeout_s`` per request and two retries (MLflow's defaults,
+    120 s and 7 retries with backoff, make a down server look like a hang of minutes)."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, int(timeout_s))))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+
+
+def reach(uri: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """Raise at once (within ``timeout_s``) when the server of an ``http(s)://`` store does not answer.
+
+    Any HTTP answer counts as reachable (a proxy may refuse ``/health``); a refused or timed-out connection, or a
+    name that does not resolve, is one line naming the address and what to check.
+
+    Raises:
+        TrackingStoreError: The server cannot be reached.
+    """
+    import urllib.error
+    import urllib.request
+
+    if urlparse(uri).scheme not in ("http", "https"):
+        return
+    http_limits(timeout_s)
+    try:
+        urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=min(timeout_s, REACH_TIMEOUT_S)).close()
+    except urllib.error.HTTPError:
+        return
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TrackingStoreError(
+            f"cannot reach the MLflow server at {uri} ({reason}); check that it is running and that --store / "
+            f"${address.TRACKING_URI_ENV} / tracking.uri names it (or use a local store folder)") from None
+
+
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
     return "database is locked" in text or "database table is locked" in text or "busy" in text
@@ -63,10 +109,14 @@ class Tracker:
         uri: Tracking URI (``sqlite:///…/mlflow.db``, ``http://host:port``, ``postgresql://…``).
         artifact_root: Where new experiments keep artifacts (local stores: ``<store_dir>/artifacts``); None lets
             the server decide.
+        client_uri: The URI MLflow is given, when it differs from ``uri`` (a read-only store is opened
+            ``immutable``: ``address.StoreAddress.client_uri``).
     """
 
-    def __init__(self, uri: str, artifact_root: str | None = None, timeout_s: float = 10.0):
+    def __init__(self, uri: str, artifact_root: str | None = None, timeout_s: float = 10.0,
+                 client_uri: str | None = None):
         self.uri = uri
+        self.client_uri = client_uri or uri
         self.artifact_root = artifact_root
         self.timeout_s = timeout_s
         self._client = None
@@ -74,27 +124,26 @@ class Tracker:
     @property
     def client(self):
         if self._client is None:
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(int(self.timeout_s)))
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+            http_limits(self.timeout_s)
             from mlflow.tracking import MlflowClient
 
-            self._client = _retry(lambda: MlflowClient(tracking_uri=self.uri), "connect")
+            self._client = _retry(lambda: MlflowClient(tracking_uri=self.client_uri), "connect")
         return self._client
 
     def check(self) -> None:
-        """Fail fast, before any compute, when the store cannot be reached."""
+        """Fail fast, before any compute, when the store cannot be reached (within ``timeout_s`` for a server)."""
+        reach(self.uri, self.timeout_s)
         try:
             _retry(lambda: self.client.search_experiments(max_results=1), "check")
         except Exception as exc:
             where = address.parse(self.uri)
             if where.db is not None:
                 raise TrackingStoreError(
-                    f"cannot open the local store {where.db}: {type(exc).__name__}: "
-                    f"{str(exc)[:300]}. Run `countboard doctor --store <dir>` to check it.") from exc
+                    f"cannot open the local store {where.db}: {first_line(exc)}; run `countboard doctor --store "
+                    f"{where.folder}` to check it") from exc
             raise TrackingStoreError(
-                f"cannot reach the MLflow tracking store {self.uri!r}: {type(exc).__name__}: {str(exc)[:300]}. "
-                "Start the server or fix `tracking.uri` / MLFLOW_TRACKING_URI (or use tracking=local)."
-            ) from exc
+                f"cannot use the MLflow tracking store {self.uri}: {first_line(exc)}; start the server or fix "
+                f"--store / ${address.TRACKING_URI_ENV} / tracking.uri (or use a local store folder)") from exc
 
     def experiment_id(self, name: str) -> str:
         """Id of experiment ``name``, created (with this tracker's artifact root) if missing."""
@@ -401,7 +450,7 @@ def open_address(where: address.StoreAddress, *, create: bool = False, timeout_s
         ensure_local_store(where.folder, create=create)
     elif where.db is not None and not create and not where.db.is_file():
         raise TrackingStoreError(f"no MLflow store at {where.db}; check --store / ${address.STORE_ENV}")
-    return Tracker(where.uri, where.artifact_root, timeout_s)
+    return Tracker(where.uri, where.artifact_root, timeout_s, client_uri=where.client_uri)
 
 
 def tracker_from_config(tracking) -> Tracker:
