@@ -143,6 +143,7 @@ def _open_cell(cfg: DictConfig) -> tuple[Cell, Any]:
 
     validate(cfg)
     check_nodes(cfg)
+    st.reach_config(cfg.tracking)  # a down server is named before the dataset is built
     resolve_device(cfg.device)
     dataset = instantiate_node(cfg, "dataset")
     _preflight_model(cfg)

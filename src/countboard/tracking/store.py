@@ -443,7 +443,9 @@ def open_store(arg: str | None = None, *, create: bool = False, timeout_s: float
 
 
 def open_address(where: address.StoreAddress, *, create: bool = False, timeout_s: float = 10.0) -> Tracker:
-    """A ``Tracker`` on the store at ``where`` (an embedded store is created first when ``create``)."""
+    """A ``Tracker`` on the store at ``where`` (an embedded store is created first when ``create``; a server that
+    does not answer is an error at once)."""
+    reach(where.uri, timeout_s)
     if where.is_embedded:
         from countboard.tracking.local_store import ensure_local_store
 
@@ -451,6 +453,14 @@ def open_address(where: address.StoreAddress, *, create: bool = False, timeout_s
     elif where.db is not None and not create and not where.db.is_file():
         raise TrackingStoreError(f"no MLflow store at {where.db}; check --store / ${address.STORE_ENV}")
     return Tracker(where.uri, where.artifact_root, timeout_s, client_uri=where.client_uri)
+
+
+def reach_config(tracking) -> None:
+    """``reach`` the server of a ``tracking=server`` config (before anything else is built)."""
+    if tracking.get("kind", "local") == "server":
+        uri = tracking.get("uri") or os.environ.get(address.TRACKING_URI_ENV)
+        if uri:
+            reach(address.parse(uri).uri, float(tracking.get("timeout_s", REACH_TIMEOUT_S)))
 
 
 def tracker_from_config(tracking) -> Tracker:
