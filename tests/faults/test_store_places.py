@@ -23,9 +23,14 @@ def _point_elsewhere(store: Path, recorded: Path, old_root: str) -> None:
     """Make ``store`` (which names ``recorded`` as its folder) name ``old_root`` instead: what a store made on
     another machine, or by a version that kept absolute locations, and restored here looks like."""
     here = recorded.resolve().as_uri()
-    with sqlite3.connect(store / "mlflow.db") as con:
-        for table, col in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
-            con.execute(f"UPDATE {table} SET {col} = replace({col}, ?, ?)", (here, old_root))
+    con = sqlite3.connect(store / "mlflow.db")
+    try:
+        with con:
+            for table, col in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
+                con.execute(f"UPDATE {table} SET {col} = replace({col}, ?, ?)", (here, old_root))
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # all in mlflow.db, as a store that was closed
+    finally:
+        con.close()
 
 
 def test_store_relative_reads_the_layout_inside_the_current_folder(tmp_path):
