@@ -218,13 +218,15 @@ def moved_store(tmp: Path, rng: random.Random) -> Outcome:
     (tmp / "store").rename(tmp / "moved store")
     store = tmp / "moved store"
     before = _files(tmp, NOT_STORE + ("moved store",))
-    index, _ = _countboard(tmp, "index", "--store", str(store))
     if _sweep(tmp, [f"task.calls_log={calls}", "seed=1"], store).returncode != 0:
         return Outcome(False, note="sweep into the moved store failed")
+    index, _ = _countboard(tmp, "index", "--store", str(store))  # after the sweep: doctor finds the index current
     doctor, _ = _countboard(tmp, "doctor", "--store", str(store))
     out = _cell_outcome(tmp, Counter(), expected_cells=2, store=store)
     out.outside = _written(before, _files(tmp, NOT_STORE + ("moved store", "calls.log")))
     out.survived = out.survived and out.outside == 0 and index.returncode == 0 and doctor.returncode == 0
+    if not out.survived:
+        out.note = (index.stderr + doctor.stdout + doctor.stderr)[-200:].replace("|", "/").replace("\n", " ")
     return out
 
 
@@ -334,7 +336,7 @@ def bad_nested_key(tmp: Path, rng: random.Random) -> Outcome:
 
 STORE_FAULTS: dict[str, tuple[str, Callable]] = {
     "copied_store": ("store copied (cp -r), then swept into the copy", copied_store),
-    "moved_store": ("store renamed (path with a space), then indexed, swept, checked", moved_store),
+    "moved_store": ("store renamed (path with a space), then swept, indexed, checked", moved_store),
     "read_only_store": ("store on a read-only bind mount: index (cache, --db), doctor", read_only_store),
     "garbled_pages": ("garbled b-tree pages of one table in mlflow.db", _damage("garbled")),
     "truncated_db": ("mlflow.db cut short at a random byte", _damage("truncated")),
