@@ -144,10 +144,12 @@ def list_runs_sqlite(db_file: str, experiment_ids: list[str], deleted: bool = Fa
     ``latest_metrics``), without building MLflow's ORM objects and entities, which cost about 30 s per 10,000
     runs of 100 metrics. One read transaction, so a sweep writing meanwhile is seen before or after a write,
     never halfway."""
-    import sqlite3
     from pathlib import Path
 
-    con = sqlite3.connect(f"{Path(db_file).as_uri()}?mode=ro", uri=True, timeout=30, isolation_level=None)
+    from countboard.tracking.integrity import connect_ro
+
+    con = connect_ro(Path(db_file))  # a read-only folder: opened immutable, nothing written
+    con.isolation_level = None
     try:
         con.execute("BEGIN")
         con.execute("CREATE TEMP TABLE wanted (run_uuid TEXT PRIMARY KEY)")
