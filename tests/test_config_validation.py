@@ -89,7 +89,7 @@ def compose_cfg():
 
 @pytest.mark.parametrize(("overrides", "message"), [
     (["model=oracle", "+model.bogus=1"], "model.bogus is not a key of model .*it takes no keys"),
-    (["task=praco_mosaic", "+task.bogus.x=1"], "task.bogus is not a key of task .*valid keys: classes, mosaic, "
+    (["task=praco_mosaic", "+task.bogus.x=1"], "task.bogus is not a key of task .*valid keys: classes, .*mosaic, "
                                                "n_figures, official_rounding, orientation"),
     (["task=praco_mosaic", "task.n_figures=abc"], "task.n_figures='abc' is a str, but .* expects int"),
     (["dataset=synthetic_shapes", "+dataset.max_images=many"], "dataset.max_images='many' is a str"),
