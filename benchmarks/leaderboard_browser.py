@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         lb_proc, lb, lb_up = serve(lb_cmd, env, args.workdir / "leaderboard.log")
         procs.append(lb_proc)
         fresh = asyncio.run(fresh_first(lb))
+        print(f"fresh server: up in {lb_up:.1f} s; its first Overview: first {fresh[0]:.2f} s, idle {fresh[1]:.2f} s",
+              flush=True)
         min_proc, minimal, _ = serve(min_cmd, env, args.workdir / "minimal.log")
         procs.append(min_proc)
         asyncio.run(fresh_first(minimal))  # the minimal page's own imports, before it is timed

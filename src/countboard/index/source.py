@@ -164,15 +164,16 @@ def list_runs_sqlite(db_file: str, experiment_ids: list[str], deleted: bool = Fa
             runs[rid] = RunSnapshot(run_id=rid, experiment_id=str(exp), run_name=name or "", status=status,
                                     user_id=user or "", start_time=start, end_time=end, lifecycle_stage=stage,
                                     artifact_uri=uri or "")
-        for rid, key, value in con.execute("SELECT t.run_uuid, t.key, t.value FROM tags t JOIN wanted USING (run_uuid)"):
+        for rid, key, value in con.execute(
+                "SELECT run_uuid, key, value FROM tags WHERE run_uuid IN (SELECT run_uuid FROM wanted)"):
             runs[rid].tags[key] = value
         for rid, key, value in con.execute(
-                "SELECT p.run_uuid, p.key, p.value FROM params p JOIN wanted USING (run_uuid)"):
+                "SELECT run_uuid, key, value FROM params WHERE run_uuid IN (SELECT run_uuid FROM wanted)"):
             runs[rid].params[key] = value
         nan = float("nan")
         for rid, key, value, step, ts, is_nan in con.execute(
-                "SELECT m.run_uuid, m.key, m.value, m.step, m.timestamp, m.is_nan FROM latest_metrics m "
-                "JOIN wanted USING (run_uuid)"):
+                "SELECT run_uuid, key, value, step, timestamp, is_nan FROM latest_metrics "
+                "WHERE run_uuid IN (SELECT run_uuid FROM wanted)"):
             runs[rid].metrics[key] = MetricPoint(nan if is_nan else float(value), int(step), int(ts or 0))
         con.execute("ROLLBACK")
     finally:
