@@ -25,11 +25,14 @@ from countboard.index.artifacts import (
 )
 from countboard.index.ddl import CELLS_SUFFIX, SPREAD_SUFFIX
 from countboard.index.reader import connect_readonly, use_index
+from countboard.protocol import DEFAULT_LABEL
 from countboard.schema import FamilyInfo, IntervalInfo, MetricInfo, load_schema
 from countboard.tracking import address
 
 DEFAULT_COLUMNS = 10
 PARTIAL_COLUMN = "partial"  # the index's flag of runs over a subset of their cell (smoke runs)
+PROTOCOL_COLUMN = "protocol_label"  # what a run measures beyond model, dataset and task (countboard.protocol)
+FAILED_COLUMN = "n_failed_units"  # units of a run whose input could not be read or evaluated
 
 
 def db_path() -> Path:
@@ -189,10 +192,26 @@ class Filters:
     split: str | None = None
     levels: tuple[tuple[str, str | None], ...] = ()  # (view column, value or None for all)
     include_partial: bool = False
+    include_failed: bool = False  # runs with failed units of entries that have a clean run, shown apart
 
 
 def has_partial_column(key: str) -> bool:
     return PARTIAL_COLUMN in view_columns(key)
+
+
+def has_failed_runs(key: str) -> bool:
+    """Whether a finished run of the family has failed units (then the page offers to show them apart)."""
+    if FAILED_COLUMN not in view_columns(key):
+        return False
+    return bool(query(queries.failed_runs_count(key)).n.iloc[0])
+
+
+def protocols(key: str) -> list[str]:
+    """The protocols (``protocol_label``) of the family's runs, the default one first."""
+    if PROTOCOL_COLUMN not in view_columns(key):
+        return []
+    labels = level_values(key, PROTOCOL_COLUMN)
+    return sorted(labels, key=lambda label: (label != DEFAULT_LABEL, label))
 
 
 def choices(key: str) -> pd.DataFrame:
@@ -221,10 +240,11 @@ def ranking(key: str, sort: MetricInfo, filters: Filters, latest_only: bool = Tr
     reporting = query(queries.tasks_reporting(key, sort.key))
     by_task = not reporting.empty and int(reporting.n.iloc[0]) > 1
     partial = filters.include_partial and has_partial_column(key)
+    failed = filters.include_failed and FAILED_COLUMN in view_columns(key)
     levels = tuple(c for c, _ in filters.levels)
     seeds = latest_only and f"{sort.key}{SPREAD_SUFFIX}" in view_columns(f"{key}{CELLS_SUFFIX}")
     sql = queries.ranking(key, sort.key, sort.higher_is_better is not False, latest_only, columns, keys, by_task,
-                          levels=levels, include_partial=partial, seeds=seeds)
+                          levels=levels, include_partial=partial, seeds=seeds, include_failed=failed)
     params = (filters.dataset, filters.dataset, filters.split, filters.split,
               *(x for _, v in filters.levels for x in (v, v)))
     df = query(sql, params)

@@ -128,7 +128,8 @@ def tasks_reporting(family: str, key: str) -> str:
 
 def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
             columns: list[str] | None = None, metric_keys: list[str] | None = None, by_task: bool = False,
-            levels: tuple[str, ...] = (), include_partial: bool = False, seeds: bool = False) -> str:
+            levels: tuple[str, ...] = (), include_partial: bool = False, seeds: bool = False,
+            include_failed: bool = False) -> str:
     """Runs of ``family`` (optionally filtered by dataset and split), best first by ``sort_key``.
 
     Parameters, in order: dataset, dataset, split, split, then value, value per column of ``levels`` (NULL for
@@ -143,6 +144,12 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     apart (one entry per task, tasks without the ranked metric left out), for when several tasks report it.
     ``seeds`` (with ``latest_only``) reads the family's cells view: a cell's seeds are one row, each metric their
     mean, with ``n_runs`` and the ranked metric's spread (``<key>__std``) beside it.
+
+    Entries of different protocols (``protocol_label``) are never merged: with no protocol among ``levels`` each
+    protocol gives rows of its own. Every entry carries ``n_failed_units`` and ``failed_share`` (of the runs
+    merged into it); a run with failed units is an entry only when its entry has no clean complete run
+    (``is_latest``), unless ``include_failed``: then the latest such run of each entry stands apart (``failed``
+    true), like a smoke run.
     """
     seeds = seeds and latest_only
     view = view_name(family + CELLS_SUFFIX) if seeds else view_name(family)
@@ -160,31 +167,40 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     keys = list(dict.fromkeys([*(metric_keys if columns is None else columns), sort_key]))
     s = quote_identifier(sort_key)
     by_task = by_task or "task" in levels
-    group = "coalesce(generator, model), dataset, split, evaluator" + (", task" if by_task else "")
-    latest = f"({LATEST_COLUMN} OR partial)" if include_partial else LATEST_COLUMN
-    if include_partial:  # the latest smoke run of an entry stands beside its complete run, never merged into it
-        group += ", partial"
+    group = "coalesce(generator, model), dataset, split, evaluator, protocol_label" + (", task" if by_task else "")
+    apart = [*(["partial"] if include_partial else []), *(["failed"] if include_failed else [])]
+    latest = " OR ".join([LATEST_COLUMN, *apart])
+    # the latest smoke run (or run with failed units) of an entry stands beside its complete run, unmerged
+    group += "".join(f", {c}" for c in apart)
     merged = "".join(f",\n  arg_max({quote_identifier(k)}, end_time) FILTER (WHERE {quote_identifier(k)} IS NOT NULL)"
                      f" AS {quote_identifier(k)}" for k in keys)
     # only the columns used below (a view has dozens: reading them all costs a fifth of the query)
-    needed = ["model", "generator", "dataset", "split", "evaluator", "task", "run_id", "experiment_id", "end_time",
-              *(["partial"] if include_partial else []), *keys]
+    needed = ["model", "generator", "dataset", "split", "evaluator", "task", "protocol_label", "run_id",
+              "experiment_id", "end_time", "n_units", "n_failed_units", *(["partial"] if include_partial else []),
+              *keys]
     if seeds:
         spread = quote_identifier(sort_key + SPREAD_SUFFIX)
         merged += (f",\n  arg_max({spread}, end_time) FILTER (WHERE {s} IS NOT NULL) AS {spread},"
                    f"\n  arg_max(n_runs, end_time) FILTER (WHERE {s} IS NOT NULL) AS n_runs")
         needed += [sort_key + SPREAD_SUFFIX, "n_runs"]
     picked = ", ".join(quote_identifier(c) for c in dict.fromkeys(needed))
+    picked += ", coalesce(n_failed_units, 0) > 0 AS failed"
     return (
-        f"WITH latest AS (SELECT {picked} FROM {view} WHERE {where} AND {latest})\n"
-        f"SELECT coalesce(generator, model) AS model, dataset, split, evaluator,\n"
+        f"WITH latest AS (SELECT {picked} FROM {view} WHERE {where} AND ({latest}))\n"
+        f"SELECT coalesce(generator, model) AS model, dataset, split, evaluator, protocol_label,\n"
+        f"  sum(n_failed_units) AS n_failed_units, sum(n_failed_units) / nullif(sum(n_units), 0) AS failed_share,\n"
         f"  coalesce(arg_max(run_id, end_time) FILTER (WHERE {s} IS NOT NULL), arg_max(run_id, end_time)) AS run_id,\n"
         f"  arg_max(experiment_id, end_time) AS experiment_id, list(run_id ORDER BY end_time DESC) AS run_ids,\n"
         f"  string_agg(DISTINCT task, ', ' ORDER BY task) AS task, max(end_time) AS end_time{merged}"
-        f"{', partial' if include_partial else ''}\n"
+        f"{''.join(f', {c}' for c in apart)}\n"
         f"FROM latest GROUP BY {group}\n"
         f"{f'HAVING count({s}) > 0' if by_task else ''}\n"
         f"ORDER BY {order}")
+
+
+def failed_runs_count(family: str) -> str:
+    """How many finished runs of the family have failed units."""
+    return f"SELECT count(*) AS n FROM {view_name(family)} WHERE coalesce(n_failed_units, 0) > 0"
 
 
 def level_values(family: str, column: str) -> str:

@@ -101,11 +101,36 @@ def filters(family: str, key_prefix: str) -> data.Filters:
     split = cols[1].selectbox("Split", ["All", *splits], key=f"{key_prefix}_split")
     chosen = tuple((lv.column, cols[2 + i].selectbox(lv.display, vals, key=f"{key_prefix}_level_{lv.column}"))
                    for i, (lv, vals) in enumerate(levels))
-    partial = False
+    chosen += protocol_filter(family, key_prefix)
+    partial = failed = False
     if data.has_partial_column(family):
         partial = st.toggle("Include partial (smoke) runs", value=False, key=f"{key_prefix}_partial")
+    if data.has_failed_runs(family):
+        failed = st.toggle("Show runs with failed units apart", value=False, key=f"{key_prefix}_failed",
+                           help="A run with failed units (unreadable inputs) never replaces a clean run of its "
+                                "entry; switched on, the latest such run of each entry gets a row of its own.")
     return data.Filters(dataset=dataset, split=None if split == "All" else split, levels=chosen,
-                        include_partial=partial)
+                        include_partial=partial, include_failed=failed)
+
+
+ALL_PROTOCOLS = "All protocols, apart"
+
+
+def protocol_filter(family: str, key_prefix: str) -> tuple[tuple[str, str | None], ...]:
+    """The protocol the table ranks (a level: ``(column, label)``; ``None`` for all protocols, each its own rows).
+
+    One protocol per table by default: the default protocol when runs have it, else the first.
+    """
+    labels = data.protocols(family)
+    if not labels:
+        return ()
+    if len(labels) == 1:
+        st.caption(f"Protocol: **{labels[0]}** (the task and model parameters that change what is measured).")
+        return ((data.PROTOCOL_COLUMN, labels[0]),)
+    picked = st.selectbox("Protocol", [*labels, ALL_PROTOCOLS], key=f"{key_prefix}_protocol",
+                          help="Runs of one model and task that measure different things (a mosaic preset, a "
+                               "threshold, a classifier) are different entries; a table ranks one protocol.")
+    return ((data.PROTOCOL_COLUMN, None if picked == ALL_PROTOCOLS else picked),)
 
 
 def metric_picker(family: str, metrics: list[MetricInfo], key_prefix: str) -> tuple[MetricInfo, list[MetricInfo]]:
@@ -150,7 +175,9 @@ def ranking_frame(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo,
     model has one entry per task), keeping that order inside each group, and ranked within their group: models are
     only compared on the same data.
     """
-    groups = ["dataset", "split", *(["evaluator"] if "evaluator" in extra else [])]
+    if data.PROTOCOL_COLUMN in df and df[data.PROTOCOL_COLUMN].nunique() > 1 and data.PROTOCOL_COLUMN not in extra:
+        extra = (*extra, data.PROTOCOL_COLUMN)  # several protocols: each ranked apart, named in a column
+    groups = ["dataset", "split", *(c for c in ("evaluator", data.PROTOCOL_COLUMN) if c in extra)]
     if "task" in df and "task" not in extra and df.duplicated(["model", *groups]).any():
         extra, groups = (*extra, "task"), [*groups, "task"]  # entries split per task: rank each task apart
     df = df.sort_values(groups, kind="stable", na_position="last").reset_index(drop=True)
@@ -169,6 +196,9 @@ def ranking_frame(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo,
         if col in ("dataset", "split") and df[col].nunique(dropna=False) == 1:
             continue  # one dataset and split: named in the caption, not repeated on every row
         out[col] = df[col].astype(object).where(df[col].notna(), MISSING).to_numpy()
+    if data.FAILED_COLUMN in df and (df[data.FAILED_COLUMN].fillna(0) > 0).any():
+        out["failed units"] = [failed_text(n, s) for n, s in zip(df[data.FAILED_COLUMN], df["failed_share"],
+                                                                 strict=True)]
     for m in metrics:
         if m.key not in out:
             out[m.key] = df[m.key].to_numpy(dtype=float)
@@ -203,6 +233,18 @@ def dashes(df: pd.DataFrame) -> pd.DataFrame:
         elif values.dtype == object or pd.api.types.is_string_dtype(values):
             out[col] = values.astype(object).where(values.notna(), MISSING)
     return out
+
+
+def failed_text(n, share) -> str:
+    """``"1 (4.2%)"``: failed units of an entry and their share of its units; a dash when none failed.
+
+    Example:
+        >>> failed_text(1, 1 / 24), failed_text(0, 0.0)
+        ('1 (4.2%)', '—')
+    """
+    if n is None or pd.isna(n) or int(n) == 0:
+        return MISSING
+    return f"{int(n)} ({float(share):.1%})" if share is not None and not pd.isna(share) else f"{int(n)}"
 
 
 def format_value(v, fmt: str) -> str:
@@ -257,6 +299,11 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
     config["rank"] = st.column_config.TextColumn("#", pinned=True, help="Rank within dataset and split; entries "
                                                  "whose intervals overlap share a rank range, equal values a rank.")
     config["model"] = st.column_config.TextColumn("model", pinned=True)
+    config[data.PROTOCOL_COLUMN] = st.column_config.TextColumn(
+        "protocol", help="Task and model parameters that change what is measured; ranks are within a protocol.")
+    config["failed units"] = st.column_config.TextColumn(
+        "failed units", help="Units whose input could not be read or evaluated, and their share of the entry's "
+                             "units: its metrics cover the other units only.")
     direction = "higher is better" if sort.higher_is_better is not False else "lower is better"
     how = f", with its {interval.level:.0%} interval" if interval is not None else " (no interval in the schema)"
     where = " · ".join(f"{c} {df[c].iloc[0]}" for c in ("dataset", "split")

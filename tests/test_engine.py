@@ -32,8 +32,12 @@ def test_multirun_2x2_then_rerun_adds_nothing(tmp_path):
     assert len(parents) == 1 and len(cells) == 4
     assert set(cells["status"]) == {"FINISHED"} and parents["status"].iloc[0] == "FINISHED"
     assert set(cells["tags.mlflow.parentRunId"]) == {parents["run_id"].iloc[0]}
-    assert set(cells["tags.mlflow.runName"]) == {f"{m} · toy · {t}"
-                                                for m in ("toy", "toy_double") for t in ("toy", "toy_b")}
+    # the fixtures' configs are not the package's: their parameters that differ from the constructors' defaults
+    # are the runs' protocols, named after the task
+    assert set(cells["tags.mlflow.runName"]) == {
+        "toy · toy · toy", "toy · toy · toy_b · label=toy_b", "toy_double · toy · toy · model.scale=2",
+        "toy_double · toy · toy_b · label=toy_b, model.scale=2"}
+    assert cells["tags.protocol"].nunique() == 4
     for col in ("model", "dataset", "task", "model_kind", "config_hash", "git_commit", "countboard_version",
                 "device", "family"):
         assert cells[f"tags.{col}"].notna().all(), col

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 import countboard
 from countboard.config import HASH_DEFAULTS, META_KEYS, OPERATIONAL_KEYS, REPLICATE_KEYS, clean_run_name
 from countboard.errors import ConfigError
+from countboard.protocol import DEFAULT_LABEL, Protocol, derive
 from countboard.tracking import Tracker, failpoints, tracker_from_config
 from countboard.tracking import store as st
 from countboard.tracking import tags as tg
@@ -102,9 +103,12 @@ def node_meta(cfg: DictConfig, group: str) -> dict[str, Any]:
     return {k: node.get(k) for k in META_KEYS if k in node}
 
 
-def run_name(cfg: DictConfig, model: str, dataset: str, task: str) -> str:
-    """Short, distinct run name: ``owlv2 · fsc147 · praco_negative`` (+ seed and subset when they differ)."""
+def run_name(cfg: DictConfig, model: str, dataset: str, task: str, protocol: Protocol | None = None) -> str:
+    """Short, distinct run name: ``owlv2 · fsc147 · praco_negative`` (+ the protocol unless it is the default,
+    seed and subset when they differ): ``class_blind · fsc147 · praco_mosaic · mosaic=official``."""
     parts = [model, dataset, task]
+    if protocol is not None and protocol.label != DEFAULT_LABEL:
+        parts.append(protocol.label)
     if int(cfg.get("seed", 0)):
         parts.append(f"seed {cfg.seed}")
     if cfg.get("max_samples") is not None:
@@ -120,7 +124,9 @@ class Cell:
         self.model_meta = node_meta(cfg, "model")
         self.dataset_meta = node_meta(cfg, "dataset")
         self.task_meta = node_meta(cfg, "task")
-        self.name = run_name(cfg, self.model_meta["name"], self.dataset_meta["name"], self.task_meta["name"])
+        self.protocol = derive(flatten(OmegaConf.to_container(cfg, resolve=True)))
+        self.name = run_name(cfg, self.model_meta["name"], self.dataset_meta["name"], self.task_meta["name"],
+                             self.protocol)
         self.data_fingerprint = data_fingerprint
         self.hash = config_hash(cfg, data_fingerprint)
         self.replicate_hash = config_hash(cfg, data_fingerprint, drop=REPLICATE_KEYS)  # subsets stay apart
@@ -142,7 +148,8 @@ class Cell:
             data_fingerprint=self.data_fingerprint or "", git_commit=git_commit(),
             countboard_version=countboard.__version__, device=self.device,
             precision=str(self.cfg.get("precision", "fp32")), host=socket.gethostname(),
-            gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+            gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""), protocol=self.protocol.key,
+            protocol_label=self.protocol.label,
         ).to_tags()
 
     def claim(self) -> bool:
@@ -168,8 +175,10 @@ class Cell:
         self.run_id = run.run_id
         log.info("%s %s in run %s (status was %s)", why, self.name, self.run_id, run.status)
         self.tracker.set_status(self.run_id, st.RUNNING)
+        # a run made before protocols were tagged gets its tag when it is resumed
         self.tracker.set_tags(self.run_id, {tg.DEVICE: self.device, tg.GPU: os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-                                            tg.ERROR: "", **owner_tags()})
+                                            tg.ERROR: "", tg.PROTOCOL: self.protocol.key,
+                                            tg.PROTOCOL_LABEL: self.protocol.label, **owner_tags()})
         self.log_config()  # a run killed before its params were logged gets them now
 
     def open_run(self, family: str) -> bool:

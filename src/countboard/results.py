@@ -61,10 +61,19 @@ class TaskResult:
 
 
 class Task(ABC):
-    """Base class of every task. Subclasses set ``name`` and ``family`` (a family of ``countboard.schema``)."""
+    """Base class of every task. Subclasses set ``name`` and ``family`` (a family of ``countboard.schema``).
+
+    Every constructor parameter is part of the run's protocol (``countboard.protocol``: runs of one model and
+    dataset with different protocols are different leaderboard entries) unless ``operational_params`` lists it with
+    the reason it does not change what is measured; ``path_params`` are paths on one machine (their file name
+    counts); ``protocol_defaults`` gives the defaults of nested mappings (``{"human.source": "simulated"}``).
+    """
 
     name: str = ""
     family: str = ""
+    operational_params: dict[str, str] = {}
+    path_params: tuple[str, ...] = ()
+    protocol_defaults: dict[str, Any] = {}
 
     @abstractmethod
     def units(self, model: Any, dataset: Any, ctx: RunContext) -> Sequence[str]:

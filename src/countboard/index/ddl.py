@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from countboard.tracking import tags as tg
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 TABLES: dict[str, str] = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
@@ -23,7 +23,7 @@ TABLES: dict[str, str] = {
             "user_id VARCHAR, start_time TIMESTAMP, end_time TIMESTAMP, lifecycle_stage VARCHAR, "
             "artifact_uri VARCHAR, parent_run_id VARCHAR, is_sweep BOOLEAN, family VARCHAR, model VARCHAR, "
             "dataset VARCHAR, split VARCHAR, task VARCHAR, model_kind VARCHAR, generator VARCHAR, evaluator VARCHAR, "
-            "config_hash VARCHAR, "
+            "config_hash VARCHAR, protocol VARCHAR, protocol_label VARCHAR, "
             "git_commit VARCHAR, fingerprint VARCHAR",
     "params": "run_id VARCHAR, key VARCHAR, value VARCHAR",
     "tags": "run_id VARCHAR, key VARCHAR, value VARCHAR",
@@ -40,18 +40,25 @@ PER_RUN_TABLES = ("runs", "params", "tags", "metrics", "metric_history", "artifa
 
 # Columns of ``runs`` every family view starts with.
 RUNS_COLUMNS = ("run_id", "experiment_id", "run_name", tg.MODEL, tg.MODEL_KIND, tg.GENERATOR, tg.EVALUATOR,
-                tg.DATASET, tg.SPLIT, tg.TASK, tg.CONFIG_HASH, "start_time", "end_time", "parent_run_id")
+                tg.DATASET, tg.SPLIT, tg.TASK, tg.CONFIG_HASH, tg.PROTOCOL, tg.PROTOCOL_LABEL, "start_time",
+                "end_time", "parent_run_id")
 
 # Columns from the engine's tags: ``partial`` (a subset of the cell's units: max_samples), ``n_units`` of
-# ``total_units``, the ``seed`` and the ``replicate_hash`` shared by the seeds of one cell.
+# ``total_units``, the ``seed``, the ``replicate_hash`` shared by the seeds of one cell, and ``n_failed_units``
+# (units whose input could not be read or evaluated; for runs without the tag, the ``n_failed_samples`` metric).
 RUN_TAG_COLUMNS = {tg.PARTIAL: "BOOLEAN", tg.N_UNITS: "BIGINT", tg.TOTAL_UNITS: "BIGINT", tg.SEED: "BIGINT",
-                   tg.REPLICATE_HASH: "VARCHAR"}
+                   tg.REPLICATE_HASH: "VARCHAR", tg.N_FAILED_UNITS: "BIGINT"}
+
+# Share of the run's units that failed (``n_failed_units`` / ``n_units``), computed in the views.
+FAILED_SHARE_COLUMN = "failed_share"
 
 # Every non-metric column of a family view (and of its ``_cells`` view, which adds ``n_runs``).
-VIEW_RUN_COLUMNS = (*RUNS_COLUMNS, *RUN_TAG_COLUMNS, "n_runs")
+VIEW_RUN_COLUMNS = (*RUNS_COLUMNS, *RUN_TAG_COLUMNS, FAILED_SHARE_COLUMN, "n_runs")
 
-# Computed per row of a family view: the most recent complete (not partial) run of its subject × dataset × split
-# × evaluator × task. Partial runs (smoke runs) never have it, so they never rank unless a page asks for them.
+# Computed per row of a family view: the most recent complete (not partial) run of its entry, subject × dataset ×
+# split × evaluator × task × protocol, preferring runs without failed units: a run with failed units is the entry
+# only while no clean complete run exists. Partial runs (smoke runs) never have it, so they never rank unless a
+# page asks for them.
 LATEST_COLUMN = "is_latest"
 
 # Suffix of the spread column of a metric in the ``_cells`` view (sample standard deviation over seeds).
@@ -105,7 +112,7 @@ def wide_table(family: str) -> str:
     return quote_identifier(WIDE_PREFIX + family)
 
 
-_ENTRY = "coalesce(generator, model), dataset, split, evaluator, task"
+_ENTRY = "coalesce(generator, model), dataset, split, evaluator, task, protocol"
 
 
 def _tag_columns() -> str:
@@ -128,12 +135,17 @@ def family_table_sql(family: str, metric_keys: Iterable[str]) -> str:
     is writing never shows half its metrics here.
     """
     run_cols = ", ".join(f"r.{c}" for c in RUNS_COLUMNS)
-    tag_cols = ", ".join("coalesce(t.partial, false) AS partial" if c == tg.PARTIAL else f"t.{c}"
-                         for c in RUN_TAG_COLUMNS)
+    failed_metric = f"max(m.value) FILTER (WHERE m.key = {quote_literal('n_failed_samples')})"
+    tag_cols = ", ".join("coalesce(t.partial, false) AS partial" if c == tg.PARTIAL
+                         else f"coalesce(max(t.n_failed_units), CAST({failed_metric} AS BIGINT), 0) AS n_failed_units"
+                         if c == tg.N_FAILED_UNITS else f"t.{c}" for c in RUN_TAG_COLUMNS)
+    share = (f"coalesce(max(t.n_failed_units), CAST({failed_metric} AS BIGINT), 0) / "
+             f"nullif(coalesce(max(t.n_units), {failed_metric} + "
+             f"max(m.value) FILTER (WHERE m.key = {quote_literal('n_samples')})), 0) AS {FAILED_SHARE_COLUMN}")
     metric_cols = "".join(
         f",\n  max(m.value) FILTER (WHERE m.key = {quote_literal(k)}) AS {quote_identifier(k)}"
         for k in metric_keys)
-    pivot = (f"SELECT {run_cols}, {tag_cols}, 1 AS n_runs{metric_cols}\n"
+    pivot = (f"SELECT {run_cols}, {tag_cols}, {share}, 1 AS n_runs{metric_cols}\n"
              f"FROM runs r LEFT JOIN metrics m ON m.run_id = r.run_id\n"
              f"LEFT JOIN ({_tag_columns()}) t ON t.run_id = r.run_id\n"
              f"WHERE r.family = {quote_literal(family)} AND r.status = 'FINISHED' AND NOT r.is_sweep\n"
@@ -143,10 +155,12 @@ def family_table_sql(family: str, metric_keys: Iterable[str]) -> str:
 
 def _latest_marked_table(table: str, select_sql: str) -> str:
     """``CREATE TABLE table`` of ``select_sql``'s rows with ``LATEST_COLUMN``: true on the most recent complete
-    row of each entry (partial rows never latest; ties broken by ``run_id``)."""
+    row of each entry, clean rows (no failed unit) before the others (partial rows never latest; ties broken by
+    ``run_id``)."""
     return (f"CREATE OR REPLACE TABLE {table} AS\n"
             f"SELECT *, NOT partial AND row_number() OVER (PARTITION BY {_ENTRY} "
-            f"ORDER BY partial, end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\nFROM (\n{select_sql})")
+            f"ORDER BY partial, n_failed_units > 0, end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\n"
+            f"FROM (\n{select_sql})")
 
 
 def cells_view_name(family: str) -> str:
@@ -168,6 +182,8 @@ def cells_table_sql(family: str, metric_keys: Iterable[str]) -> str:
                     for k in keys if len(k + SPREAD_SUFFIX) <= 63)
     inner = (f"SELECT {firsts}, max(end_time) AS end_time, bool_or(partial) AS partial, "
              f"min(n_units) AS n_units, max(total_units) AS total_units, min(seed) AS seed, "
+             f"sum(n_failed_units) AS n_failed_units, "
+             f"sum(n_failed_units) / nullif(sum(n_units), 0) AS {FAILED_SHARE_COLUMN}, "
              f"{group} AS replicate_hash, count(*) AS n_runs{stats}\n"
              f"FROM {wide_table(family)} GROUP BY {group}")
     return _latest_marked_table(wide_table(family + CELLS_SUFFIX), inner)

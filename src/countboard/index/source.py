@@ -7,6 +7,7 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 
+from countboard import protocol
 from countboard.tracking import manifest
 from countboard.tracking import tags as tg
 from countboard.tracking.store import artifact_repository
@@ -59,8 +60,12 @@ class RunSnapshot:
 
         ``generator`` and ``evaluator`` come from the tags tasks set; a run tagged with a generator other than its
         model (a classifier judging a generator's outputs) has its model as evaluator (``RunTags.judge``).
+        ``protocol`` is the run's tag, or for a run made before protocols were tagged, derived from its params
+        (``countboard.protocol``).
         """
         t = RunTags.from_tags(self.tags)
+        proto = protocol.of_run(t.protocol, t.protocol_label, self.params) \
+            if t.task and t.role not in tg.AGGREGATE_ROLES else None
         return {
             "run_id": self.run_id, "experiment_id": self.experiment_id, "run_name": self.run_name,
             "status": self.status, "user_id": self.user_id, "start_time": self.start_time,
@@ -69,7 +74,9 @@ class RunSnapshot:
             tg.FAMILY: t.family, tg.MODEL: t.model, tg.DATASET: t.dataset,
             tg.SPLIT: t.split or self.params.get("dataset.split"), tg.TASK: t.task,
             tg.MODEL_KIND: t.model_kind, tg.GENERATOR: t.generator, tg.EVALUATOR: t.judge,
-            tg.CONFIG_HASH: t.config_hash, tg.GIT_COMMIT: t.git_commit, "fingerprint": self.fingerprint,
+            tg.CONFIG_HASH: t.config_hash, tg.PROTOCOL: proto.key if proto else None,
+            tg.PROTOCOL_LABEL: proto.label if proto else None,
+            tg.GIT_COMMIT: t.git_commit, "fingerprint": self.fingerprint,
         }
 
 

@@ -35,6 +35,8 @@ MODEL, MODEL_KIND, DATASET, SPLIT, TASK, FAMILY = "model", "model_kind", "datase
 GENERATOR, EVALUATOR, CLASSIFIER = "generator", "evaluator", "classifier"
 CONFIG_HASH, REPLICATE_HASH, SEED, DATA_FINGERPRINT = "config_hash", "replicate_hash", "seed", "data_fingerprint"
 SOURCE = "source"
+#: What a run measures beyond model, dataset and task (``countboard.protocol``): its key and its readable label.
+PROTOCOL, PROTOCOL_LABEL = "protocol", "protocol_label"
 SOURCE_HUMAN_ANNOTATIONS, SOURCE_PRACO_RELEASE = "human_annotations", "praco_release"
 
 # --- provenance -------------------------------------------------------------------------------------------------
@@ -108,6 +110,8 @@ class RunTags:
     seed: int | None = _tag(SEED)
     data_fingerprint: str | None = _tag(DATA_FINGERPRINT)
     source: str | None = _tag(SOURCE)
+    protocol: str | None = _tag(PROTOCOL)
+    protocol_label: str | None = _tag(PROTOCOL_LABEL)
     parent: str | None = _tag(PARENT)
     partial: bool | None = _tag(PARTIAL)
     git_commit: str | None = _tag(GIT_COMMIT)

@@ -34,6 +34,8 @@ def _three_way(value: float, positive: float, negative: float) -> str:
 
 
 LEXICON_MAP = {"pos": "positive", "neu": "neutral", "neg": "negative"}
+#: The label map of the lexicon classifiers' configs: a run with it has the default protocol (``countboard.protocol``).
+_LEXICON_DEFAULTS = {f"label_map.{k}": v for k, v in LEXICON_MAP.items()}
 
 
 class VaderClassifier(TextClassifier):
@@ -45,6 +47,8 @@ class VaderClassifier(TextClassifier):
         >>> VaderClassifier(label_map=LEXICON_MAP).classify(["What a wonderful, happy day!"])[0].label
         'positive'
     """
+
+    protocol_defaults = _LEXICON_DEFAULTS
 
     def __init__(self, name: str = "vader", labels: Sequence[str] = SENTIMENT_LABELS,
                  label_map: Mapping[str, str] | None = None, positive_threshold: float = 0.05,
@@ -72,6 +76,8 @@ class TextBlobClassifier(TextClassifier):
         >>> TextBlobClassifier(label_map=LEXICON_MAP).classify(["A terrible, awful night."])[0].label
         'negative'
     """
+
+    protocol_defaults = _LEXICON_DEFAULTS
 
     def __init__(self, name: str = "textblob", labels: Sequence[str] = SENTIMENT_LABELS,
                  label_map: Mapping[str, str] | None = None, positive_threshold: float = 0.1,
@@ -111,6 +117,8 @@ class EmbeddingZeroShotClassifier(TextClassifier):
             affect sit far from every emotional description); None to always take the closest.
         min_similarity: Cosine similarity below which ``fallback_label`` is given.
     """
+
+    path_params = ("model_path",)
 
     def __init__(self, descriptions: Mapping[str, str], name: str = "minilm_zeroshot",
                  labels: Sequence[str] = SENTIMENT_LABELS, label_map: Mapping[str, str] | None = None,

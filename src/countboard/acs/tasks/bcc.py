@@ -61,6 +61,8 @@ class BCCTask(Task):
 
     name = "bcc"
     family = "acs"
+    operational_params = {k: "NUTS draws, tuning, chains and cores: the posterior's precision"
+                          for k in ("draws", "tune", "chains", "cores")}
 
     def __init__(self, n_human: int = 100, draws: int = 1000, tune: int = 1000, chains: int = 2, cores: int = 1,
                  method: str = "auto"):

@@ -24,6 +24,7 @@ parameter (config group ``task/classifier``).
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,9 @@ class TextACSTask(Task):
 
     name = "text_acs"
     family = "acs"
+    operational_params = {"sampler": "NUTS draws, tuning, chains and cores: the posterior's precision"}
+    path_params = ("human.path",)
+    protocol_defaults = {f"human.{f.name}": f.default for f in dataclasses.fields(HumanConfig)}
 
     def __init__(self, classifier: TextClassifier, human: Mapping[str, Any] | None = None,
                  sampler: Mapping[str, Any] | None = None, multiclass: bool = True, bcc_method: str = "auto"):

@@ -202,6 +202,10 @@ class ShapeCountCounter(Counter):
 
     caches_image_features = True
 
+    operational_params = {k: "where the checkpoint is looked up on this machine"
+                          for k in ("data_dir", "tracking_store", "tracking_uri")}
+    path_params = ("checkpoint",)
+
     def __init__(self, recipe: str = "aware", checkpoint: str | None = None, data_dir: str | None = None,
                  tracking_store: str | None = None, tracking_uri: str | None = None, prompt_batch_size: int = 64,
                  device: str = "cpu"):

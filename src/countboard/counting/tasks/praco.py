@@ -245,6 +245,8 @@ class PracoMosaic(Task):
 
     name = "praco_mosaic"
     family = "counters"
+    operational_params = {"n_figures": "how many mosaics are saved as figures"}
+    path_params = ("pairs_file",)
     grid = max(GRIDS)
 
     def __init__(self, orientation: str = "vertical", tile_size: Sequence[int] | None = None,

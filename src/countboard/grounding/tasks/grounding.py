@@ -134,6 +134,7 @@ class GroundingTask(Task):
 
     name = "grounding"
     family = "grounding"
+    operational_params = {"n_examples": "how many overlays are saved", "hist_bins": "bins of a saved histogram"}
 
     def __init__(self, tau: float = 0.7, delta: float = 50.0, tie_tol: float = 0.0, n_examples: int = 4,
                  hist_bins: int = 20):

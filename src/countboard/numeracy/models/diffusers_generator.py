@@ -39,6 +39,8 @@ class DiffusersGenerator(Generator):
         local_files_only: Do not try to download.
     """
 
+    operational_params = {"local_files_only": "whether the hub may be asked for weights already cached"}
+
     def __init__(self, hub_id: str, dtype: str = "float16", steps: int = 30, guidance: float = 7.5,
                  height: int | None = None, width: int | None = None, negative_prompt: str | None = None,
                  call_kwargs: dict[str, Any] | None = None, local_files_only: bool = False, device: str = "cpu",

@@ -173,6 +173,14 @@ class GeckoNumAutoEval(Task):
 
     name = "geckonum_autoeval"
     family = "generator_autoeval"
+    operational_params = {
+        "n_annotate": "how many images are packed for the annotation page",
+        "image_dir": "where images are cached on this machine",
+        "bcc_draws": "the posterior's Monte Carlo precision, not what it estimates",
+        "bcc_chains": "the posterior's Monte Carlo precision, not what it estimates",
+        "sample_seed": "which items are drawn for human labels: a replicate",
+    }
+    path_params = ("human_labels",)
 
     def __init__(self, evaluator: dict[str, Any], seeds: Sequence[int] = (0,), n_human: int = 100,
                  human_labels: str = SIMULATED, human_generator: str | None = None, human_error: float = 0.02,
