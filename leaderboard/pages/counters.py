@@ -7,7 +7,14 @@ import streamlit as st
 import data
 import family
 import queries
-from countboard.index.praco_table import CONVENTIONS, praco_caption, praco_table, table_csv, table_latex
+from countboard.index.praco_table import (
+    CONVENTIONS,
+    praco_caption,
+    praco_table,
+    table_csv,
+    table_latex,
+    task_protocols,
+)
 
 PAGE = "counters"
 FAMILY = "counters"
@@ -28,8 +35,14 @@ def paper_table() -> None:
                                     "(official_* metrics; CntR differs, see docs/praco.md)")
     dataset = cols[1].selectbox("Dataset", sorted(set(choices.dataset)), key="praco_table_dataset")
     split = cols[2].selectbox("Split", sorted(set(choices[choices.dataset == dataset].split)), key="praco_table_split")
-    table = praco_table(data.query(queries.family_rows(FAMILY)), convention, dataset, split)
-    caption = praco_caption(convention, split, dataset)
+    rows = data.query(queries.family_rows(FAMILY))
+    protocols = {}
+    for task, labels in task_protocols(rows, dataset, split).items():
+        protocols[task] = labels[0] if len(labels) == 1 else st.selectbox(
+            f"Protocol of {task}", labels, key=f"praco_table_protocol_{task}",
+            help="The table takes one protocol per test (e.g. the mosaic preset); the caption states it.")
+    table = praco_table(rows, convention, dataset, split, protocols)
+    caption = praco_caption(convention, split, dataset, protocols)
     if table.empty:
         st.info(f"No counter run on {dataset} / {split} reports the paper's metrics.")
         return

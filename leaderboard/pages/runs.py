@@ -9,6 +9,7 @@ import streamlit as st
 import data
 import queries
 import widgets
+from countboard.protocol import DEFAULT_LABEL
 
 MAX_ROWS = 2000
 ALL = "All"
@@ -17,7 +18,7 @@ ALL = "All"
 def compare(runs: pd.DataFrame) -> None:
     """Params that differ and every metric of the selected runs, one column per run."""
     ids = list(runs.run_id)
-    names = {r: f"{n or r[:8]} ({r[:6]})" for r, n in zip(runs.run_id, runs.run_name, strict=True)}
+    names = {r.run_id: display_name(r.run_id, r.run_name, r.protocol) for r in runs.itertuples()}
     st.subheader(f"{len(ids)} runs side by side")
     st.link_button("Open in MLflow's compare view", data.compare_url(ids, list(runs.experiment_id)))
     params = data.query(queries.PARAMS_OF_RUNS, (ids,))
@@ -39,6 +40,20 @@ def compare(runs: pd.DataFrame) -> None:
         shown = wide.map(lambda v: widgets.format_value(v, ".4g"))
         per_run = {k: st.column_config.TextColumn(k, width="medium", alignment="right") for k in per_run}
         st.dataframe(shown, key="runs_metrics", column_config=per_run)
+
+
+def display_name(run_id: str, name: str | None, protocol: str | None, with_id: bool = True) -> str:
+    """A run's name with its protocol when the name does not carry it (runs named before protocols were), and
+    the start of its id: two runs of one model and task with different protocols never read the same.
+
+    Example:
+        >>> display_name("0123456789", "cb · fsc147 · praco_mosaic", "mosaic=official")
+        'cb · fsc147 · praco_mosaic · mosaic=official (012345)'
+    """
+    text = name or run_id[:8]
+    if protocol and protocol != DEFAULT_LABEL and protocol not in text:
+        text += f" · {protocol}"
+    return f"{text} ({run_id[:6]})" if with_id else text
 
 
 def filters(facets: pd.DataFrame) -> tuple:
@@ -71,6 +86,7 @@ def main() -> None:
     params = (show_sweeps, sweep, sweep, sweep, sweep, family, family, status, status, text, text, MAX_ROWS)
     runs = data.query(queries.RUNS, params)
     runs.insert(0, "link", [data.run_url(e, r) for e, r in zip(runs.experiment_id, runs.run_id, strict=True)])
+    runs["run_name"] = [display_name(r.run_id, r.run_name, r.protocol, with_id=False) for r in runs.itertuples()]
     st.caption(f"{len(runs)} runs" + (f" (first {MAX_ROWS})" if len(runs) == MAX_ROWS else "") +
                f"; links open the MLflow UI at {data.mlflow_ui_base()}. Select rows to compare them.")
     if runs.empty:

@@ -80,3 +80,20 @@ def test_through_an_index_built_from_imported_and_local_runs(tmp_path):
     assert table.loc[MODEL, "CntR"] == pytest.approx(metrics["official_avg_cnt_recall"])
     assert table.loc[MODEL, "NMN"] == pytest.approx(metrics["official_avg_nmn"])
     assert praco_table(rows).set_index("Method").loc[MODEL, "CntR"] == pytest.approx(metrics["cnt_recall"])
+
+
+def test_one_protocol_per_test_stated_in_the_caption():
+    from countboard.index.praco_table import task_protocols
+
+    rows = _rows().assign(protocol_label="default")
+    official = {"dataset": "fsc147", "split": "test", "is_latest": True, "model": "dave", "task": "praco_mosaic",
+                "end_time": 10, "cnt_precision": 0.4873, "protocol_label": "mosaic=official"}
+    rows = pd.concat([rows, pd.DataFrame([official])], ignore_index=True)
+    assert task_protocols(rows)["praco_mosaic"] == ["default", "mosaic=official"]
+    assert praco_table(rows).set_index("Method").loc["dave", "CntP"] == 0.843  # the default protocol
+    chosen = praco_table(rows, protocols={"praco_mosaic": "mosaic=official"}).set_index("Method")
+    assert chosen.loc["dave", "CntP"] == 0.4873 and chosen.loc["dave", "NMN"] == 0.08
+    assert praco_caption("paper", "test", protocols={"praco_mosaic": "mosaic=official", "praco_negative":
+                                                     "default"}).endswith(
+        "protocol: mosaic test with mosaic=official, the other tests with their defaults.")
+    assert praco_caption("paper", "test").endswith("every test with its default protocol.")

@@ -4,7 +4,8 @@ Columns: Negative Test (NMN, PCCN), Mosaic Test (CntP, CntR, CntF1), Classic (MA
 merged over its runs of ``praco_negative``, ``praco_mosaic``, ``classic`` and imported ``praco`` runs on one
 dataset split (per metric, the most recent latest-run value). ``convention="paper"`` uses the paper's definitions;
 ``"released"`` the authors' released scorer (``official_*``; only CntR differs in definition). The convention is
-stated in the caption.
+stated in the caption, and so is the protocol of each test (``countboard.protocol``: the mosaic preset, ...): one
+protocol per task, by default the default one (``task_protocols``), never two protocols of a task in one table.
 
 Example (a leaderboard page)::
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+
+from countboard.protocol import DEFAULT_LABEL
 
 #: (group, column header, paper key, released key, format, higher is better)
 COLUMNS = (
@@ -39,16 +42,41 @@ _CAPTIONS = {
 }
 
 
-def praco_caption(convention: str, split: str, dataset: str = "FSC-147") -> str:
-    """The caption, naming the split and the convention.
+_TEST_NAMES = {"praco_negative": "negative test", "praco_mosaic": "mosaic test", "classic": "classic counting",
+               "praco": "imported results"}
+PROTOCOL_COLUMN = "protocol_label"
+
+
+def praco_caption(convention: str, split: str, dataset: str = "FSC-147",
+                  protocols: dict[str, str] | None = None) -> str:
+    """The caption, naming the split, the convention and the protocol of every test that has not its default one.
 
     Example:
         >>> praco_caption("paper", "test")[:60]
         'Results on the test set of FSC-147 on both PrACo metrics (ne'
+        >>> praco_caption("paper", "test", protocols={"praco_mosaic": "mosaic=official"}).split("; ")[-1]
+        'protocol: mosaic test with mosaic=official, the other tests with their defaults.'
     """
     _check(convention)
+    other = {t: p for t, p in (protocols or {}).items() if p != DEFAULT_LABEL}
+    protocol = ("protocol: " + ", ".join(f"{_TEST_NAMES.get(t, t)} with {p}" for t, p in sorted(other.items()))
+                + ", the other tests with their defaults") if other else "every test with its default protocol"
     return (f"Results on the {split} set of {dataset} on both PrACo metrics (negative and mosaic tests) and on "
-            f"classic metrics; {_CAPTIONS[convention]}.")
+            f"classic metrics; {_CAPTIONS[convention]}; {protocol}.")
+
+
+def task_protocols(rows: pd.DataFrame, dataset: str = "fsc147", split: str = "test") -> dict[str, list[str]]:
+    """The protocols of each task's latest runs on the dataset split, the default one first (the table's default).
+    """
+    if PROTOCOL_COLUMN not in rows:
+        return {}
+    keep = (rows["dataset"] == dataset) & (rows["split"] == split) & rows["task"].isin(TASKS)
+    if "is_latest" in rows:
+        keep &= rows["is_latest"].astype(bool)
+    sub = rows[keep]
+    labels = sub[PROTOCOL_COLUMN].fillna(DEFAULT_LABEL)
+    return {task: sorted(set(labels[sub["task"] == task]), key=lambda p: (p != DEFAULT_LABEL, p))
+            for task in dict.fromkeys(sub["task"])}
 
 
 def _check(convention: str) -> None:
@@ -57,7 +85,7 @@ def _check(convention: str) -> None:
 
 
 def praco_table(rows: pd.DataFrame, convention: str = "paper", dataset: str = "fsc147",
-                split: str = "test") -> pd.DataFrame:
+                split: str = "test", protocols: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per counter (``Method``), one column per metric of the paper's tables, ``Source`` last.
 
     Args:
@@ -66,6 +94,8 @@ def praco_table(rows: pd.DataFrame, convention: str = "paper", dataset: str = "f
         convention: ``paper`` or ``released``.
         dataset: Dataset name to keep.
         split: Split to keep.
+        protocols: The protocol (``protocol_label``) to take for each task; a task not named takes the first of
+            ``task_protocols`` (the default one when it has runs).
 
     Returns:
         Columns ``Method``, ``NMN``, ``PCCN``, ``CntP``, ``CntR``, ``CntF1``, ``MAE``, ``RMSE``, ``Source``
@@ -76,6 +106,9 @@ def praco_table(rows: pd.DataFrame, convention: str = "paper", dataset: str = "f
     keep = (rows["dataset"] == dataset) & (rows["split"] == split) & rows["task"].isin(TASKS)
     if "is_latest" in rows:
         keep &= rows["is_latest"].astype(bool)
+    if PROTOCOL_COLUMN in rows:
+        chosen = {t: labels[0] for t, labels in task_protocols(rows, dataset, split).items()} | (protocols or {})
+        keep &= rows[PROTOCOL_COLUMN].fillna(DEFAULT_LABEL) == rows["task"].map(chosen)
     sub = rows[keep].sort_values("end_time", ascending=False, na_position="last")
     out = []
     for model, group in sub.groupby("model", sort=True):
