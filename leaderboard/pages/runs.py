@@ -50,8 +50,8 @@ def display_name(run_id: str, name: str | None, protocol: str | None, with_id: b
         >>> display_name("0123456789", "cb · fsc147 · praco_mosaic", "mosaic=official")
         'cb · fsc147 · praco_mosaic · mosaic=official (012345)'
     """
-    text = name or run_id[:8]
-    if protocol and protocol != DEFAULT_LABEL and protocol not in text:
+    text = name if isinstance(name, str) and name else run_id[:8]
+    if isinstance(protocol, str) and protocol not in ("", DEFAULT_LABEL) and protocol not in text:
         text += f" · {protocol}"
     return f"{text} ({run_id[:6]})" if with_id else text
 

@@ -45,6 +45,9 @@ def store(tmp_path):
     for gen, (a, b) in BCC.items():
         log_cell(tracker, "bcc", {"generator": gen, "model": "clf1"}, a, b, tmp_path)
     log_cell(tracker, "bcc", {"generator": "gen_a", "model": "clf2"}, 3.0, 4.0, tmp_path)  # alone: no comparison
+    # a smoke run and a run with a failed unit: incomplete, never compared
+    log_cell(tracker, "bcc", {"generator": "gen_p", "model": "clf1", "partial": "true"}, 90.0, 10.0, tmp_path)
+    log_cell(tracker, "bcc", {"generator": "gen_q", "model": "clf1", "n_failed_units": "1"}, 90.0, 10.0, tmp_path)
     for gen, (a, b) in GECKO.items():
         log_cell(tracker, "geckonum_autoeval", {"model": gen, "evaluator": "owl"}, a, b, tmp_path, as_table=True)
     for gen, (a, b) in TEXT.items():
@@ -75,6 +78,9 @@ def check_table(tracker, run_id: str, params: dict[str, tuple[float, float]], tm
 def test_compare_logs_one_run_per_group_and_skips_unchanged(store, tmp_path, capsys):
     store_dir, tracker = store
     assert main(["compare", "--store", str(store_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "bcc / ds / clf1: 3 generators, logged run" in out
+    assert "(2 partial or damaged run(s) left out: complete runs only)" in out
     runs = comparisons(tracker)
     assert set(runs) == {("bcc", "clf1"), ("geckonum_autoeval", "owl"), ("text_acs", "vader")}
     check_table(tracker, runs[("bcc", "clf1")], BCC, tmp_path)
@@ -84,7 +90,7 @@ def test_compare_logs_one_run_per_group_and_skips_unchanged(store, tmp_path, cap
     assert run.info.status == "FINISHED"
     assert {k: run.data.tags[k] for k in ("task", "dataset", "classifier", "family")} == {
         "task": "bcc", "dataset": "ds", "classifier": "clf1", "family": "acs"}
-    assert run.data.params["generators"] == "gen_a,gen_b,gen_c"  # the FAILED gen_z cell is not read
+    assert run.data.params["generators"] == "gen_a,gen_b,gen_c"  # not the FAILED gen_z, partial gen_p, damaged gen_q
 
     capsys.readouterr()
     assert main(["compare", "--store", str(store_dir)]) == 0

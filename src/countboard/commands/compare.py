@@ -16,14 +16,18 @@ TASKS = {spec.task: spec for spec in (*ACS_COMPARED, *NUMERACY_COMPARED)}
 
 
 def run(args: argparse.Namespace) -> int:
+    from countboard.protocol import DEFAULT_LABEL
     from countboard.quantify.comparison_runs import compare_generators
     from countboard.tracking.store import open_store
 
     tasks = list(TASKS.values()) if args.task == "all" else [TASKS[args.task]]
     done = compare_generators(open_store(args.store), args.experiment, tasks, args.classifier, args.force)
     for c in done:
-        print(f"{c.task} / {c.dataset} / {c.classifier}: {c.n_generators} generators, "
-              + (f"logged run {c.run_id}" if c.run_id else "unchanged, skipped"))
+        protocol = f" / {c.protocol}" if c.protocol != DEFAULT_LABEL else ""
+        left_out = (f" ({c.n_left_out} partial or damaged run(s) left out: complete runs only)"
+                    if c.n_left_out else "")
+        print(f"{c.task} / {c.dataset} / {c.classifier}{protocol}: {c.n_generators} generators, "
+              + (f"logged run {c.run_id}" if c.run_id else "unchanged, skipped") + left_out)
     logged = sum(c.run_id is not None for c in done)
     print(f"compare: {logged} comparison run(s) logged, {len(done) - logged} unchanged")
     return 0
@@ -31,8 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("compare", help="log pairwise P(generator A > B) per classifier from the BCC cells",
-                              description="Read the FINISHED cells of the BCC tasks and log one comparison run per "
-                                          "(task, dataset, classifier): P(A > B) for every pair of generators.")
+                              description="Read the complete FINISHED cells of the BCC tasks (smoke runs and runs "
+                                          "with failed units are left out) and log one comparison run per "
+                                          "(task, dataset, classifier, protocol): P(A > B) for every pair of "
+                                          "generators.")
     store_argument(p)
     p.add_argument("--experiment", default="countboard", help="experiment to read and log to")
     p.add_argument("--task", choices=[*TASKS, "all"], default="all", help="which task's cells to compare")

@@ -7,6 +7,11 @@ tags ``countboard.role=comparison``, ``task``, ``dataset``, ``classifier``, ``fa
 the input run ids and end times (a second call with nothing new is skipped), and the artifacts
 ``tables/pairwise.parquet`` (``generator_a``, ``generator_b``, ``p_greater``), ``tables/generators.parquet`` (the
 inputs) and ``figures/pairwise.png``. The tracker is passed in; MLflow is reached only through it.
+
+Only complete runs are compared: a smoke run (tagged ``partial``) or a run with failed units (``n_failed_units``)
+estimates its rate from part of the data, so it is left out (and counted in ``Comparison.n_left_out``). Cells of
+different protocols (``countboard.protocol``: the human labels, a classifier's thresholds, ...) are never compared
+with each other: the protocol is part of the group.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from countboard.errors import ConfigError
+from countboard.protocol import DEFAULT_LABEL, of_run
 from countboard.quantify.compare import generator_comparison, pairwise_heatmap, pairwise_long
 from countboard.quantify.compared import ComparedTask
 from countboard.tracking import tags as tg
@@ -31,7 +37,7 @@ log = logging.getLogger(__name__)
 
 POOLED = "all"
 CELLS_TABLE = "tables/bcc_cells.parquet"
-CELL_COLUMNS = ["run_id", "end_time", "dataset", "classifier", "generator", "a", "b"]
+CELL_COLUMNS = ["run_id", "end_time", "dataset", "classifier", "protocol", "generator", "a", "b"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,8 @@ class Comparison:
     classifier: str
     n_generators: int
     run_id: str | None
+    protocol: str = DEFAULT_LABEL
+    n_left_out: int = 0  # partial runs and runs with failed units of the group's dataset and classifier
 
 
 def inputs_hash(task: str, dataset: str, classifier: str, cells: pd.DataFrame) -> str:
@@ -85,33 +93,58 @@ def _beta_params(tracker, run, tmp: Path) -> tuple[float, float] | None:
     return (a, b) if np.isfinite(a) and np.isfinite(b) and a > 0 and b > 0 else None
 
 
-def read_cells(tracker, experiment_id: str, spec: ComparedTask, tmp: Path) -> pd.DataFrame:
-    """The FINISHED cells of ``spec.task`` with a BCC posterior: run_id, end_time, dataset, classifier, generator,
-    a, b."""
+def incomplete(tags: dict[str, str]) -> str | None:
+    """Why a finished run is not complete (a smoke run, failed units), or None.
+
+    Example:
+        >>> incomplete({tg.PARTIAL: "true"}), incomplete({tg.N_FAILED_UNITS: "2"}), incomplete({tg.PARTIAL: "false"})
+        ('partial', '2 failed units', None)
+    """
+    if str(tags.get(tg.PARTIAL, "")).lower() == "true":
+        return "partial"
+    try:
+        failed = int(float(tags.get(tg.N_FAILED_UNITS) or 0))
+    except ValueError:
+        failed = 0
+    return f"{failed} failed units" if failed else None
+
+
+def read_cells(tracker, experiment_id: str, spec: ComparedTask, tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The complete FINISHED cells of ``spec.task`` with a BCC posterior (run_id, end_time, dataset, classifier,
+    protocol, generator, a, b), and the incomplete ones left out (run_id, dataset, classifier, why)."""
     query = (f"tags.`{tg.TASK}` = '{spec.task}' AND tags.`{tg.ROLE}` = '{tg.ROLE_CELL}' "
              "AND attributes.status = 'FINISHED'")
     runs = tracker.client.search_runs([experiment_id], filter_string=query, max_results=5000)
-    rows = []
+    rows, left_out = [], []
     for run in runs:
         tags = run.data.tags
         generator, classifier = tags.get(spec.generator_tag), tags.get(spec.classifier_tag)
+        why = incomplete(tags)
+        if why is not None:
+            log.info("compare: run %s (%s) is %s; only complete runs are compared", run.info.run_id, spec.task, why)
+            left_out.append({"run_id": run.info.run_id, "dataset": tags.get("dataset", ""), "classifier": classifier,
+                             "why": why})
+            continue
         params = _beta_params(tracker, run, tmp) if generator and classifier else None
         if params is None:
             log.info("compare: run %s (%s) has no generator/classifier tag or BCC posterior; skipped",
                      run.info.run_id, spec.task)
             continue
         rows.append({"run_id": run.info.run_id, "end_time": int(run.info.end_time or 0),
-                     "dataset": tags.get(tg.DATASET, ""), "classifier": classifier, "generator": generator,
+                     "dataset": tags.get(tg.DATASET, ""), "classifier": classifier,
+                     "protocol": of_run(tags.get(tg.PROTOCOL), tags.get(tg.PROTOCOL_LABEL), run.data.params).label,
+                     "generator": generator,
                      "a": params[0], "b": params[1]})
-    return pd.DataFrame(rows, columns=CELL_COLUMNS)
+    return (pd.DataFrame(rows, columns=CELL_COLUMNS),
+            pd.DataFrame(left_out, columns=["run_id", "dataset", "classifier", "why"]))
 
 
 def log_comparison(tracker, experiment: str, task: str, dataset: str, classifier: str, cells: pd.DataFrame,
-                   force: bool = False) -> str | None:
+                   force: bool = False, protocol: str = DEFAULT_LABEL) -> str | None:
     """Log one comparison run of a group's cells (one per generator); None when an identical one exists."""
     matrix = generator_comparison(cells.assign(classifier=classifier), classifier)
     tags = RunTags(role=tg.ROLE_COMPARISON, task=task, dataset=dataset, classifier=classifier, family="acs",
-                   config_hash=inputs_hash(task, dataset, classifier, cells)).to_tags()
+                   config_hash=inputs_hash(task, dataset, classifier, cells), protocol_label=protocol).to_tags()
     with tempfile.TemporaryDirectory(prefix="countboard-compare-") as tmp:
         out = Path(tmp)
         (out / "tables").mkdir()
@@ -122,8 +155,8 @@ def log_comparison(tracker, experiment: str, task: str, dataset: str, classifier
                          out / "figures" / "pairwise.png")
         params = {"generators": ",".join(cells["generator"]), "n_generators": len(cells),
                   "input_runs": ",".join(cells["run_id"])}
-        return tracker.log_complete_run(experiment, f"compare {task} {dataset} {classifier}", tags, params=params,
-                                        artifacts_dir=out, force=force)
+        name = f"compare {task} {dataset} {classifier}" + (f" {protocol}" if protocol != DEFAULT_LABEL else "")
+        return tracker.log_complete_run(experiment, name, tags, params=params, artifacts_dir=out, force=force)
 
 
 def compare_generators(tracker, experiment: str, tasks: Sequence[ComparedTask], classifier: str | None = None,
@@ -145,15 +178,17 @@ def compare_generators(tracker, experiment: str, tasks: Sequence[ComparedTask], 
     done = []
     with tempfile.TemporaryDirectory(prefix="countboard-compare-") as tmp:
         for spec in tasks:
-            cells = read_cells(tracker, found.experiment_id, spec, Path(tmp))
+            cells, left_out = read_cells(tracker, found.experiment_id, spec, Path(tmp))
             if classifier:
                 cells = cells[cells["classifier"] == classifier]
-            for (dataset, judge), group in cells.groupby(["dataset", "classifier"], sort=True):
+            for (dataset, judge, protocol), group in cells.groupby(["dataset", "classifier", "protocol"], sort=True):
                 group = latest_per_generator(group)
                 if len(group) < 2:
-                    log.info("compare: %s / %s / %s has one generator; nothing to compare", spec.task, dataset,
-                             judge)
+                    log.info("compare: %s / %s / %s / %s has one generator; nothing to compare", spec.task, dataset,
+                             judge, protocol)
                     continue
-                run_id = log_comparison(tracker, experiment, spec.task, str(dataset), str(judge), group, force)
-                done.append(Comparison(spec.task, str(dataset), str(judge), len(group), run_id))
+                run_id = log_comparison(tracker, experiment, spec.task, str(dataset), str(judge), group, force,
+                                        str(protocol))
+                n_out = int(((left_out["dataset"] == dataset) & (left_out["classifier"] == judge)).sum())
+                done.append(Comparison(spec.task, str(dataset), str(judge), len(group), run_id, str(protocol), n_out))
     return done
