@@ -102,3 +102,9 @@ def test_the_label_names_what_differs_from_the_config_file():
              "task.evaluator.name": "shapecount_aware", "task.evaluator.recipe": "aware",
              "task.evaluator.data_dir": "/somewhere"}
     assert derive(gecko).label == "evaluator=shapecount_aware"
+
+
+def test_a_precision_other_than_fp32_is_another_protocol():
+    assert derive({**mosaic(), "precision": "fp32"}) == derive(mosaic())  # runs from before the key: the same
+    bf16 = derive({**mosaic(mosaic="official"), "precision": "bf16"})
+    assert bf16.label == "mosaic=official, precision=bf16" and bf16.key != derive(mosaic(mosaic="official")).key

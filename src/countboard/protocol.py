@@ -13,6 +13,9 @@ other. Every parameter of the ``task`` and ``model`` nodes counts, except:
 - a value equal to the constructor's default (or the class's ``protocol_defaults``), so that adding a parameter
   whose default keeps the old behaviour does not split the runs made before it.
 
+Of the top-level keys, those of ``config.HASH_DEFAULTS`` (``precision``) count when not at their default: faster
+math that can change the records is another protocol (``precision=bf16``).
+
 A class's ``path_params`` are paths on one machine: only their file name counts. A nested node with a ``_target_``
 (a GeckoNum evaluator, a text classifier) counts by its ``name`` plus its own non-default parameters.
 
@@ -43,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from countboard.config import META_KEYS, SUBSET_NODE_KEYS
+from countboard.config import HASH_DEFAULTS, META_KEYS, SUBSET_NODE_KEYS
 
 #: Label of a protocol in which every parameter has its default value.
 DEFAULT_LABEL = "default"
@@ -81,6 +84,9 @@ def derive(params: Mapping[str, Any], groups: tuple[str, ...] = GROUPS) -> Proto
             diffs.update(found)
             configured = _conf_values(group, str(node.get("name", "")))
             named.update({k: v for k, v in found.items() if _named(configured.get(k[len(prefix):]), v)})
+    for key, default in HASH_DEFAULTS.items():
+        if key in nested and not isinstance(nested[key], dict) and _norm(nested[key]) != _norm(default):
+            diffs[key] = named[key] = _norm(nested[key])
     blob = json.dumps(sorted(diffs.items()))
     key = hashlib.sha256(blob.encode()).hexdigest()[:10]
     label = ", ".join(f"{k}={_short(v)}" for k, v in named.items()) or DEFAULT_LABEL
