@@ -29,7 +29,7 @@ def _run(tracker, exp, *, cnt_p, protocol=None, failed=0, model="m1", params=Non
     run_id = tracker.create_run(exp, f"{model} · fsc147 · praco_mosaic", tags)
     if params is not None:
         tracker.log_params(run_id, task)
-    tracker.log_metrics(run_id, {"cnt_precision": cnt_p, "n_samples": n_units - failed, "n_failed_samples": failed})
+    tracker.log_metrics(run_id, {"cnt_precision": cnt_p, "cnt_f1": cnt_p, "n_samples": n_units - failed, "n_failed_samples": failed})
     tracker.set_status(run_id, st.FINISHED)
     time.sleep(0.01)  # distinct end times
     return run_id
