@@ -28,11 +28,12 @@ from countboard.index.reader import connect_readonly, use_index
 from countboard.protocol import DEFAULT_LABEL
 from countboard.schema import FamilyInfo, IntervalInfo, MetricInfo, load_schema
 from countboard.tracking import address
+from countboard.tracking import tags as tg
 
 DEFAULT_COLUMNS = 10
 PARTIAL_COLUMN = "partial"  # the index's flag of runs over a subset of their cell (smoke runs)
-PROTOCOL_COLUMN = "protocol_label"  # what a run measures beyond model, dataset and task (countboard.protocol)
-FAILED_COLUMN = "n_failed_units"  # units of a run whose input could not be read or evaluated
+PROTOCOL_COLUMN = tg.PROTOCOL_LABEL  # what a run measures beyond model, dataset and task (countboard.protocol)
+FAILED_COLUMN = tg.N_FAILED_UNITS  # units of a run whose input could not be read or evaluated
 
 
 def db_path() -> Path:

@@ -11,6 +11,7 @@ from countboard.index.ddl import (
     quote_identifier,
     view_name,
 )
+from countboard.tracking import tags as tg
 from countboard.tracking.tags import ERROR, N_FAILED_UNITS, PARTIAL
 
 HAS_VIEW = "SELECT count(*) AS n FROM duckdb_views() WHERE view_name = ? AND database_name = current_database()"
@@ -175,8 +176,8 @@ def ranking(family: str, sort_key: str, descending: bool, latest_only: bool,
     merged = "".join(f",\n  arg_max({quote_identifier(k)}, end_time) FILTER (WHERE {quote_identifier(k)} IS NOT NULL)"
                      f" AS {quote_identifier(k)}" for k in keys)
     # only the columns used below (a view has dozens: reading them all costs a fifth of the query)
-    needed = ["model", "generator", "dataset", "split", "evaluator", "task", "protocol_label", "run_id",
-              "experiment_id", "end_time", "n_units", "n_failed_units", *(["partial"] if include_partial else []),
+    needed = ["model", "generator", "dataset", "split", "evaluator", "task", tg.PROTOCOL_LABEL, "run_id",
+              "experiment_id", "end_time", tg.N_UNITS, tg.N_FAILED_UNITS, *(["partial"] if include_partial else []),
               *keys]
     if seeds:
         spread = quote_identifier(sort_key + SPREAD_SUFFIX)

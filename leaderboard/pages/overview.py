@@ -29,7 +29,7 @@ def best_entry(fam: FamilyInfo) -> tuple[pd.Series, str, int] | None:
     if df.empty:
         return None
     n_entries = len(df)
-    clean = df[df["n_failed_units"].fillna(0) == 0] if "n_failed_units" in df else df
+    clean = df[df[data.FAILED_COLUMN].fillna(0) == 0] if data.FAILED_COLUMN in df else df
     top = (clean if not clean.empty else df).iloc[0]  # an entry with failed units is best only when no clean one is
     text = f"{main.display} {format(top[main.key], main.fmt or '.3f')}"
     if interval is not None and pd.notna(top[interval.low]) and pd.notna(top[interval.high]):
@@ -82,10 +82,10 @@ def family_card(fam: FamilyInfo, counts: dict) -> None:
                        f"dataset=<dataset> task=<task> {sweep}`, then `countboard index {index}`.".replace("  ", " "))
             return
         top, text, _ = best
-        where = " · ".join(str(top[c]) for c in ("dataset", "split", "evaluator", "task", "protocol_label")
+        where = " · ".join(str(top[c]) for c in ("dataset", "split", "evaluator", "task", data.PROTOCOL_COLUMN)
                            if c in top and pd.notna(top[c]))
-        if "n_failed_units" in top and pd.notna(top.n_failed_units) and top.n_failed_units > 0:
-            where += f" · {widgets.failed_text(top.n_failed_units, top.failed_share)} units failed"
+        if data.FAILED_COLUMN in top and pd.notna(top[data.FAILED_COLUMN]) and top[data.FAILED_COLUMN] > 0:
+            where += f" · {widgets.failed_text(top[data.FAILED_COLUMN], top.failed_share)} units failed"
         st.markdown(f"Best: **{top.model}** — {text}  \n{where} · [run]({data.run_url(top.experiment_id, top.run_id)})")
         if note:
             st.caption(note)

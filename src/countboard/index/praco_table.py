@@ -22,6 +22,7 @@ import math
 import pandas as pd
 
 from countboard.protocol import DEFAULT_LABEL
+from countboard.tracking import tags as tg
 
 #: (group, column header, paper key, released key, format, higher is better)
 COLUMNS = (
@@ -44,7 +45,7 @@ _CAPTIONS = {
 
 _TEST_NAMES = {"praco_negative": "negative test", "praco_mosaic": "mosaic test", "classic": "classic counting",
                "praco": "imported results"}
-PROTOCOL_COLUMN = "protocol_label"
+PROTOCOL_COLUMN = tg.PROTOCOL_LABEL
 
 
 def praco_caption(convention: str, split: str, dataset: str = "FSC-147",

@@ -122,8 +122,8 @@ def read_cells(tracker, experiment_id: str, spec: ComparedTask, tmp: Path) -> tu
         why = incomplete(tags)
         if why is not None:
             log.info("compare: run %s (%s) is %s; only complete runs are compared", run.info.run_id, spec.task, why)
-            left_out.append({"run_id": run.info.run_id, "dataset": tags.get("dataset", ""), "classifier": classifier,
-                             "why": why})
+            left_out.append({"run_id": run.info.run_id, "dataset": tags.get(tg.DATASET, ""),
+                             "classifier": classifier, "why": why})
             continue
         params = _beta_params(tracker, run, tmp) if generator and classifier else None
         if params is None:
