@@ -22,7 +22,7 @@ def _run(tracker, exp, *, cnt_p, protocol=None, failed=0, model="m1", params=Non
     task = {"task._target_": MOSAIC, "task.name": "praco_mosaic", "task.mosaic": "default", **(protocol or {})}
     tags = {"family": "counters", "model": model, "dataset": "fsc147", "task": "praco_mosaic", "split": "test",
             "config_hash": f"{model}-{sorted(task.items())}-{failed}-{partial}", "partial": str(partial).lower(),
-            "n_units": str(n_units), "total_units": "24", "n_failed_units": str(failed), st.ROLE_TAG: "cell"}
+            "n_units": str(n_units), "total_units": "24", "n_failed_units": str(failed), tg.ROLE: tg.ROLE_CELL}
     if params is None:
         proto = derive(task)
         tags.update({tg.PROTOCOL: proto.key, tg.PROTOCOL_LABEL: proto.label})
