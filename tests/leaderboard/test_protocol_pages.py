@@ -33,11 +33,11 @@ def test_counters_rank_one_protocol_and_mark_failed_units(monkeypatch, board):
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="f_counters_protocol").value == "default"
     table = _ranking(at)
-    assert table.loc["m1", "cnt_precision"] == pytest.approx(0.4992)  # not the later run with a failed unit
+    assert table.loc["m1", "cnt_f1"] == pytest.approx(0.4992)  # not the later run with a failed unit
     assert table.loc["m2", "failed units"] == "6 (25.0%)" and table.loc["m1", "failed units"] == "—"
     at.selectbox(key="f_counters_protocol").set_value("mosaic=official").run()
     table = _ranking(at)
-    assert list(table.index) == ["m1"] and table.loc["m1", "cnt_precision"] == pytest.approx(0.4873)
+    assert list(table.index) == ["m1"] and table.loc["m1", "cnt_f1"] == pytest.approx(0.4873)
     at.selectbox(key="f_counters_protocol").set_value("All protocols, apart").run()
     table = _ranking(at)
     assert sorted(table.loc["m1", "protocol_label"]) == ["default", "mosaic=official"]
