@@ -245,7 +245,8 @@ class PracoMosaic(Task):
 
     name = "praco_mosaic"
     family = "counters"
-    operational_params = {"n_figures": "how many mosaics are saved as figures"}
+    operational_params = {"n_figures": "how many mosaics are saved as figures",
+                          "keep_maps": "whether the predicted maps are saved as well"}
     path_params = ("pairs_file",)
     grid = max(GRIDS)
 

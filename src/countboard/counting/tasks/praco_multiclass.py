@@ -57,6 +57,8 @@ class PracoMulticlass(Task):
     name = "praco_multiclass"
     family = "counters"
 
+    operational_params = {"keep_maps": "whether the predicted maps are saved as well"}
+
     def __init__(self, all_class_images: str = "leave_out", keep_maps: bool = False):
         if all_class_images not in ALL_CLASS_IMAGES:
             raise ConfigError(f"task.all_class_images={all_class_images!r}: use one of {', '.join(ALL_CLASS_IMAGES)}")
