@@ -141,7 +141,7 @@ def sqlite_file(store_uri: str | None) -> str | None:
     """
     from countboard.tracking.address import parse
 
-    db = parse(store_uri).db if store_uri and store_uri.startswith("sqlite:") else None
+    db = parse(store_uri).db if store_uri else None
     return str(db) if db is not None else None
 
 
