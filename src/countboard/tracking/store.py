@@ -373,6 +373,8 @@ class Tracker:
         return [f.path for f in _retry(lambda: repo.list_artifacts(path), "list artifacts")]
 
     def download(self, run_id: str, path: str, dst: str | os.PathLike) -> Path:
+        """Copy the run's artifact ``path`` into the folder ``dst`` (created when missing); returns the copy."""
+        Path(dst).mkdir(parents=True, exist_ok=True)
         repo = self._run_repository(run_id)
         return Path(_retry(lambda: repo.download_artifacts(path, str(dst)), "download"))
 
