@@ -74,7 +74,7 @@ def test_on_busy_wait_waits_for_the_owner_then_skips_the_finished_cell(tmp_path)
     b = start_sweep([*args, "on_busy=wait"], tmp_path, "b.log", TOY_CELL_LOG_DIR=str(tmp_path))
     assert a.wait(timeout=300) == 0 and b.wait(timeout=300) == 0
     out_b = (tmp_path / "b.log").read_text()
-    assert "wait toy · toy · toy: owned by" in out_b and "skip toy · toy · toy" in out_b
+    assert "wait toy · toy · toy · delay_s=1.5: owned by" in out_b and "skip toy · toy · toy · delay_s=1.5" in out_b
     assert len(cell_runs(tmp_path / "mlruns")) == 1
     assert sorted(log.read_text().split()) == [f"u{i:03d}" for i in range(12)]
 

@@ -98,6 +98,29 @@ def _cut_short(head: bytes, size: int) -> str | None:
     return None
 
 
+#: Reads of a store that another process is writing can meet a lock or, while it checkpoints its WAL, an I/O
+#: error: such errors are retried for about 1.5 s before they count.
+_READ_ATTEMPTS = 6
+
+
+def _transient(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _read(db: Path, pragma: str | None) -> tuple[list[str], set[str], int, tuple | None]:
+    con = connect_ro(db)
+    try:
+        problems = [r[0] for r in con.execute(f"PRAGMA {pragma}").fetchall() if r[0] != "ok"] if pragma else []
+        tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+        revision = (con.execute("SELECT version_num FROM alembic_version").fetchone()
+                    if "alembic_version" in tables else None)
+    finally:
+        con.close()
+    return problems, tables, runs, revision
+
+
 def check_db(db: Path, full: bool = False) -> Health:
     """The state of ``db`` (which exists), read-only: header, ``quick_check`` (``integrity_check`` with
     ``full``; neither above ``QUICK_CHECK_MAX_BYTES`` unless ``full``), then MLflow's tables and schema
@@ -113,21 +136,25 @@ def check_db(db: Path, full: bool = False) -> Health:
     wal = Path(f"{db}-wal")
     if not (wal.is_file() and wal.stat().st_size) and (cut := _cut_short(head, size)):  # a checkpoint in
         return Health(DAMAGED, cut)  # progress writes page 1 first, so with a WAL the file may be shorter for a while
-    try:
-        con = connect_ro(db)
+    pragma = "integrity_check(20)" if full else "quick_check(20)" if size <= QUICK_CHECK_MAX_BYTES else None
+    for attempt in range(_READ_ATTEMPTS):
         try:
-            pragma = "integrity_check(20)" if full else "quick_check(20)" if size <= QUICK_CHECK_MAX_BYTES else None
-            problems = [r[0] for r in con.execute(f"PRAGMA {pragma}").fetchall() if r[0] != "ok"] if pragma else []
-            if problems:
-                return Health(DAMAGED, f"SQLite's {pragma.split('(')[0]} reports: {'; '.join(problems)[:300]}")
-            tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
-            revision = (con.execute("SELECT version_num FROM alembic_version").fetchone()
-                        if "alembic_version" in tables else None)
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as exc:
-        return Health(DAMAGED, f"SQLite cannot read it ({exc})")
+            problems, tables, runs, revision = _read(db, pragma)
+            break
+        except sqlite3.OperationalError as exc:  # locked, busy, or an I/O error while another process checkpoints
+            if attempt == _READ_ATTEMPTS - 1:
+                if _transient(exc) or not full:  # a writer held it throughout, or quick_check met an I/O error
+                    # while other processes use the store (seen as short reads after a writer was stopped):
+                    # neither proves damage; `doctor` runs the full check
+                    log.warning("could not check %s on opening it: %s; opening it unchecked (`countboard doctor` "
+                                "checks it in full)", db, exc)
+                    return Health(OK, "", None)
+                return Health(DAMAGED, f"SQLite cannot read it ({exc})")
+            time.sleep(min(0.05 * 2 ** attempt, 1.0))
+        except sqlite3.DatabaseError as exc:  # malformed, not a database: the file itself
+            return Health(DAMAGED, f"SQLite cannot read it ({exc})")
+    if problems:
+        return Health(DAMAGED, f"SQLite's {pragma.split('(')[0]} reports: {'; '.join(problems)[:300]}")
     if not tables & {"experiments", "alembic_version", "runs"}:
         what = f"its tables are {', '.join(sorted(tables)[:5])}" if tables else "it has no tables"
         return Health(HALF if not tables else FOREIGN, f"it is an SQLite database but not an MLflow store ({what})",

@@ -108,7 +108,11 @@ def stale_locations(db: Path) -> dict[str, tuple[str, str]]:
 def rewrite_locations(db: Path) -> int:
     """Point every experiment (and its runs) that names another folder at this store's folder; returns how many
     experiments were rewritten. One transaction: a kill leaves the old locations, which still resolve."""
-    stale = stale_locations(db)
+    try:
+        stale = stale_locations(db)
+    except sqlite3.OperationalError as exc:  # busy, or an I/O error while another sweep stops: the locations are
+        log.debug("artifact locations of %s not checked now: %s", db, exc)  # read in place, so this can wait
+        return 0
     if not stale:
         return 0
     con = sqlite3.connect(db, timeout=30, isolation_level=None)
