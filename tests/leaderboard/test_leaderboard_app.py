@@ -140,7 +140,8 @@ def test_runs_page_search_finds_one_model(monkeypatch, filled_index):
     table = at.dataframe[0].value
     assert set(table.model) == {model}
     assert len(table) == (store.values.model == model).sum()
-    assert table.link.iloc[0] == f"{UI}/#/experiments/{store.experiment_id}/runs/{table.run_id.iloc[0]}"
+    assert table.link.iloc[0] == (f"{UI}/#/experiments/{store.experiment_id}/runs/{table.run_id.iloc[0]}"
+                                  "?workflowType=machine_learning")
 
 
 def test_annotation_page_stores_answers_and_resumes(monkeypatch, filled_index, tmp_path):

@@ -61,7 +61,7 @@ def test_ranking_frame_ranks_within_dataset_and_task(monkeypatch):
                        "run_id": [f"r{i}" for i in range(5)]})
     frame = widgets.ranking_frame(df, [acc], acc)
     assert list(frame.task) == ["t1", "t1", "t2", "t2", "t1"] and list(frame["rank"]) == ["1", "2", "1", "2", "1"]
-    assert frame.run.iloc[0] == "http://ui:5000/#/experiments/1/runs/r0"
+    assert frame.run.iloc[0] == "http://ui:5000/#/experiments/1/runs/r0?workflowType=machine_learning"
     merged = widgets.ranking_frame(df[df.task == "t1"], [acc], acc)
     assert "task" not in merged and list(merged["rank"]) == ["1", "2", "1"]
 
