@@ -57,6 +57,19 @@ for _n in OFFICIAL_GRIDS:
 CONVENTION_KEYS = ("mc_mnp_macro", "mc_nmn_macro", "mc_pccn_one_at_a_time", "mc_pccn_avg_gt")
 
 
+def _images_with_a_positive(pred, gt) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``pred`` and ``gt`` as (images, classes) arrays, kept to the images holding a positive class, with their
+    positive and negative masks."""
+    pred = np.asarray(pred, np.float64)
+    gt = np.asarray(gt, np.float64)
+    if pred.shape != gt.shape or pred.ndim != 2:
+        raise ValueError(f"pred {pred.shape} and gt {gt.shape} must both be (images, classes)")
+    pos = gt > 0
+    keep = pos.any(axis=1)
+    pred, gt, pos = pred[keep], gt[keep], pos[keep]
+    return pred, gt, pos, ~pos
+
+
 def multiclass_metrics(pred, gt, all_class_images: str = "leave_out") -> dict[str, float]:
     """PrACo++ metrics of an ``(N, C)`` count matrix against ``(N, C)`` per-class ground truth.
 
@@ -70,21 +83,14 @@ def multiclass_metrics(pred, gt, all_class_images: str = "leave_out") -> dict[st
     """
     if all_class_images not in ALL_CLASS_IMAGES:
         raise ValueError(f"all_class_images={all_class_images!r}: use one of {', '.join(ALL_CLASS_IMAGES)}")
-    pred = np.asarray(pred, np.float64)
-    gt = np.asarray(gt, np.float64)
-    if pred.shape != gt.shape or pred.ndim != 2:
-        raise ValueError(f"pred {pred.shape} and gt {gt.shape} must both be (images, classes)")
-    pos = gt > 0
-    keep = pos.any(axis=1)
-    pred, gt, pos = pred[keep], gt[keep], pos[keep]
-    neg = ~pos
+    pred, gt, pos, neg = _images_with_a_positive(pred, gt)
     n_pos, n_neg = pos.sum(axis=1), neg.sum(axis=1)
     total = np.where(pos, gt, 0).sum(axis=1)
     has_neg = n_neg > 0
     neg_sum = np.where(neg, pred, 0).sum(axis=1)
     err = np.where(pos, pred - gt, 0.0)
     d_pos = np.abs(err).sum(axis=1) / n_pos
-    out = {"mc_n_images": float(keep.sum())}
+    out = {"mc_n_images": float(len(pred))}
     nan = float("nan")
     n_macro = len(pred) if all_class_images == "count" else int(has_neg.sum())
     if has_neg.any():
@@ -104,7 +110,7 @@ def multiclass_metrics(pred, gt, all_class_images: str = "leave_out") -> dict[st
     else:
         out.update(dict.fromkeys(("mc_mnp_macro", "mc_mnp_micro", "mc_nmn_macro", "mc_nmn_micro",
                                   "mc_pccn_one_at_a_time", "mc_pccn_avg_gt"), nan))
-    if keep.any():
+    if len(pred):
         out["mc_mae_macro"] = float(d_pos.mean())
         out["mc_mae_micro"] = float(np.abs(err).sum() / n_pos.sum())
         out["mc_rmse_macro"] = float(np.sqrt((err**2).sum(axis=1) / n_pos).mean())
@@ -123,14 +129,7 @@ def multiclass_units(pred, gt) -> dict[str, UnitStatistic]:
         >>> u["mc_mnp_micro"].value(), u["mc_mae_macro"].value()
         (0.3333333333333333, 0.5)
     """
-    pred = np.asarray(pred, np.float64)
-    gt = np.asarray(gt, np.float64)
-    if pred.shape != gt.shape or pred.ndim != 2:
-        raise ValueError(f"pred {pred.shape} and gt {gt.shape} must both be (images, classes)")
-    pos = gt > 0
-    keep = pos.any(axis=1)
-    pred, gt, pos = pred[keep], gt[keep], pos[keep]
-    neg = ~pos
+    pred, gt, pos, neg = _images_with_a_positive(pred, gt)
     n_pos, n_neg = pos.sum(axis=1).astype(float), neg.sum(axis=1).astype(float)
     total = np.where(pos, gt, 0).sum(axis=1)
     has_neg = n_neg > 0
