@@ -4,13 +4,20 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 PIP_FLAGS ?= -q
 STORE ?= mlruns
-# Test processes: most tests wait on sweep subprocesses, so two workers halve the wall time on 2 cores.
+# Test processes: two workers on 2 cores; --dist loadfile keeps each file's module fixtures in one worker.
 TEST_WORKERS ?= 2
+# The suite in three parts that together run every test once (tests/test_suite_split.py checks it):
+# `make test` the unit suite (≤5 min on a quiet 2-core machine), `make test-slow` the tests marked slow (real sweeps,
+# faults with real processes, servers, the browser), `make test-integration` the real services. `.ci/run` runs all.
+UNIT_MARKS := not slow and not integration
+SLOW_MARKS := slow and not integration
+INTEGRATION_MARKS := integration
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.countboard-installed
+PYTEST := HF_HUB_OFFLINE=1 $(PY) -m pytest
 
-.PHONY: install demo test test-fast test-integration lint bench bench-quick clean-store
+.PHONY: install demo test test-slow test-all test-integration lint bench bench-quick clean-store
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,13 +32,15 @@ demo: install
 	HF_HUB_OFFLINE=1 COUNTBOARD_STORE=$(STORE) $(BIN)/countboard demo
 
 test: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "$(UNIT_MARKS)"
+
+test-slow: install
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "$(SLOW_MARKS)"
 
 test-integration: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -m integration tests/integration -p no:cacheprovider
+	$(PYTEST) -m "$(INTEGRATION_MARKS)" tests/integration -p no:cacheprovider
 
-test-fast: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+test-all: test test-slow test-integration
 
 lint: install
 	$(BIN)/ruff check src tests leaderboard benchmarks
