@@ -174,12 +174,13 @@ def run_job(cfg: DictConfig) -> str | None:
     if not cell.claim():
         return None
     records = failed = None
-    with _sigterm_as_interrupt():
+    # the task's own files (logged as artifacts when the cell finishes), removed with the job however it ends
+    with _sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="countboard-") as work_dir:
         try:
             if not cell.open_run(_task_family(cfg)):
                 return None
             ctx = RunContext(device=cell.device, seed=int(cfg.seed), batch_size=int(cfg.batch_size),
-                             work_dir=Path(tempfile.mkdtemp(prefix="countboard-")), progress=bool(cfg.progress),
+                             work_dir=Path(work_dir), progress=bool(cfg.progress),
                              max_samples=cfg.get("max_samples"))
             task: Task = instantiate_node(cfg, "task")
             with numerics(cell.device, str(cfg.get("precision", "fp32"))):

@@ -18,9 +18,11 @@ from countboard.quantify import BCCWarning, fit_bcc_batch, generator_comparison
 from countboard.results import RunContext
 from countboard.schema import load_schema
 
+_WORK = tempfile.TemporaryDirectory(prefix="bcc-test-")  # the contexts' folders, removed when the module is freed
+
 
 def make_ctx(seed: int = 0) -> RunContext:
-    return RunContext(device="cpu", seed=seed, batch_size=8, work_dir=Path(tempfile.mkdtemp(prefix="bcc-test-")),
+    return RunContext(device="cpu", seed=seed, batch_size=8, work_dir=Path(tempfile.mkdtemp(dir=_WORK.name)),
                       progress=False)
 
 
