@@ -1,11 +1,13 @@
 """Hydra's composition errors become one line each: what was wrong, where, and what is valid there.
 
 The errors are Hydra's own, raised by composing the project's configs in-process (``hydra.compose``); one real
-``countboard-sweep`` subprocess checks that the line is all the user sees.
+``countboard-sweep`` subprocess checks that the line is all the user sees. A job's own error (here: data not found)
+is one line too, naming the job in a multirun; the traceback stays available on request.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -14,6 +16,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from countboard.commands.sweep import composition_error
+from countboard.errors import DEBUG_ENV
 from countboard.paths import conf_dir
 
 
@@ -86,3 +89,45 @@ def test_the_sweep_prints_one_line(tmp_path):
         "error: `model.foo` is not a key of `model`; its keys: _target_, description, display_name, kind, name; "
         "to add a new key write `+model.foo=1`"]
     assert not (tmp_path / "mlruns" / "mlflow.db").exists()
+
+
+def sweep(*args: str, cwd, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in ("HYDRA_FULL_ERROR", DEBUG_ENV)}
+    return subprocess.run([sys.executable, "-m", "countboard.commands.sweep", *args, "progress=false",
+                           f"tracking.store_dir={cwd / 'mlruns'}"], capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env={**environ, "HF_HUB_OFFLINE": "1", **env})
+
+
+MISSING = ["model=oracle", "dataset=fsc147", "task=praco_negative"]
+
+
+@pytest.mark.slow
+def test_a_job_error_is_one_line_per_job_and_every_job_runs(tmp_path):
+    """A cell's own error (data not found) in a multirun of two: each job says which it is and what to do, in one
+    line without Hydra's "Error executing job" line; both jobs run and the sweep exits 1."""
+    proc = sweep("-m", *MISSING, f"dataset.root={tmp_path / 'a'},{tmp_path / 'b'}", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    output = proc.stdout + proc.stderr
+    assert "Error executing job" not in output and "Traceback" not in output
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2, proc.stderr[-3000:]
+    for num, root in enumerate((tmp_path / "a", tmp_path / "b")):
+        assert errors[num].startswith(f"error: job #{num} (model=oracle dataset=fsc147 task=praco_negative "
+                                      f"dataset.root={root} ")
+        assert f"): data not found at {root} (config key `dataset.root`)" in errors[num]
+        assert errors[num].endswith("point `dataset.root` at it.")
+    assert "ended FAILED" in output  # the log line of the sweep's parent run
+
+
+@pytest.mark.slow
+def test_a_single_job_error_is_one_line_and_the_full_report_stays_on_request(tmp_path):
+    args = [*MISSING, f"dataset.root={tmp_path / 'a'}"]
+    proc = sweep(*args, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith(f"error: data not found at {tmp_path / 'a'} (config key `dataset.root`)")
+    for env in ({"HYDRA_FULL_ERROR": "1"}, {DEBUG_ENV: "1"}):
+        proc = sweep(*args, cwd=tmp_path, **env)
+        assert proc.returncode == 1
+        assert "Error executing job with overrides" in proc.stderr and "Traceback" in proc.stderr, env
+        assert proc.stderr.strip().splitlines()[-1].startswith("countboard.errors.DataNotFoundError: data not found")

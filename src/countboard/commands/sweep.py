@@ -18,14 +18,50 @@ from hydra.errors import CompactHydraException
 from omegaconf import DictConfig
 
 from countboard.config import Config, TrackingConf, register_configs
-from countboard.errors import debug_enabled, user_message
+from countboard.errors import DEBUG_ENV, debug_enabled, user_message
 from countboard.paths import conf_dir
 
 register_configs()
 
 
 class CellError(CompactHydraException):
-    """A cell's error the user can fix: Hydra prints its one line, without a traceback."""
+    """A cell's error the user can fix, as the one line the user sees (``error: [job #N (overrides): ]message``).
+
+    The job prints it when it fails (the other jobs of a multirun go on); ``args[1]`` identifies the stderr it
+    was printed on, so that ``main`` prints it again only where the job's output went elsewhere (a SLURM log).
+    """
+
+    def __init__(self, line: str, shown_on: tuple[int, int] | None = None):
+        super().__init__(line, shown_on)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def shown_here(self) -> bool:
+        return self.args[1] is not None and self.args[1] == _stderr_id()
+
+
+def _stderr_id() -> tuple[int, int] | None:
+    """The device and inode of this process's stderr (a terminal, pipe or file), None if it has no descriptor."""
+    try:
+        sys.stderr.flush()
+        stat = os.fstat(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _job_label() -> str:
+    """``job #N (overrides): `` for a job of a multirun (Hydra's launch log names the jobs so), else empty."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return ""
+    if not str(hc.mode).endswith("MULTIRUN"):
+        return ""
+    return f"job #{hc.job.num} ({' '.join(hc.overrides.task)}): "
 
 
 @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
@@ -38,7 +74,25 @@ def _app(cfg: DictConfig) -> str | None:
         message = user_message(exc)
         if message is None or debug_enabled():
             raise
-        raise CellError(f"error: {message}") from None
+        line = f"error: {_job_label()}{message}"
+        print(line, file=sys.stderr, flush=True)
+        raise CellError(line, _stderr_id()) from None
+
+
+def _quiet_failed_cells() -> None:
+    """Hydra writes ``Error executing job with overrides: [...]`` before it raises a failed job's error; a
+    ``CellError`` has said which job and what to do in its own line, so it is raised without that line (a bug,
+    or any error under ``COUNTBOARD_DEBUG``, keeps Hydra's report)."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    hydra_value = JobReturn.return_value
+
+    def return_value(job: JobReturn):
+        if job.status == JobStatus.FAILED and isinstance(job._return_value, CellError):
+            raise job._return_value
+        return hydra_value.fget(job)
+
+    JobReturn.return_value = property(return_value, hydra_value.fset)
 
 
 _VALUE_FLAGS = ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp", "--experimental-rerun")
@@ -136,13 +190,20 @@ def main() -> None:
     """Console entry point. SIGTERM stops like Ctrl-C: the runs this process owns end KILLED, the parent closes.
 
     Hydra raises its errors here instead of printing them (``HYDRA_FULL_ERROR``): a composition error or a cell's
-    error the user can fix prints one line (exit 2 and 1); anything else prints its traceback.
+    error the user can fix prints one line (exit 2 and 1; in a multirun every job runs and each failed one prints
+    its line); anything else prints its traceback, and so does every error under ``COUNTBOARD_DEBUG=1`` or
+    ``HYDRA_FULL_ERROR=1`` set by the user.
     """
     message = unknown_key(sys.argv[1:])
     if message:
         print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
-    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":  # the user asks for Hydra's full report: tracebacks, as --debug
+        os.environ[DEBUG_ENV] = "1"
+    else:  # Hydra raises its errors to this function instead of printing them
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+    if not debug_enabled():
+        _quiet_failed_cells()
     signal.signal(signal.SIGTERM, _terminate)
     from countboard.tracking.callbacks import fail_open_sweep
 
@@ -160,7 +221,8 @@ def main() -> None:
         if debug_enabled():
             raise
         if isinstance(exc, CellError):
-            print(exc, file=sys.stderr)
+            if not exc.shown_here():
+                print(exc, file=sys.stderr)
             sys.exit(1)
         message = composition_error(exc)
         if message is None:
