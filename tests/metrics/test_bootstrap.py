@@ -173,3 +173,20 @@ def test_many_statistics_share_resamples_and_stay_cheap():
     assert set(out) == {f"{k}{s}" for k in units for s in ("__low", "__high")}
     for key, unit in units.items():
         assert out[f"{key}__low"] <= unit.value() <= out[f"{key}__high"], key
+
+
+def test_pooled_median_of_resamples_is_the_median_of_the_gathered_rows():
+    # hand case: units [1, nan], [5, 3], [2, 4]; resample (0, 0, 1) pools 1, 1, 5, 3 -> (1 + 3) / 2
+    u = bs.pooled_median_units([[1.0, NAN], [5.0, 3.0], [2.0, 4.0]])
+    assert u.of_resamples(np.array([[0, 0, 1], [2, 2, 2], [1, 1, 0]])).tolist() == [2.0, 3.0, 3.0]
+    rng = np.random.default_rng(11)
+    for n, c, undefined in [(60, 7, 0.5), (9, 1, 0.0), (25, 4, 0.97), (4, 3, 1.0)]:
+        x = np.round(rng.gamma(2.0, 0.3, (n, c)), 2)  # rounded: ties between units
+        x[rng.random((n, c)) < undefined] = NAN
+        idx = rng.integers(0, n, size=(300, n))
+        fast = bs.pooled_median_units(x)
+        np.testing.assert_array_equal(fast.of_resamples(idx), bs.pooled_median(x[idx]))
+        slow = UnitStatistic((x,), bs.pooled_median)
+        for method in bs.METHODS:  # the same bounds, to the last bit (NaN where undefined)
+            np.testing.assert_array_equal(unit_intervals({"m": fast}, method=method)["m"],
+                                          unit_intervals({"m": slow}, method=method)["m"])

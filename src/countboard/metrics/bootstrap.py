@@ -36,10 +36,20 @@ _CHUNK_ELEMENTS = 4_000_000
 
 @dataclass(frozen=True)
 class UnitStatistic:
-    """Per-unit ``columns`` (first axis: units) and the ``reduce`` that makes the metric of them."""
+    """Per-unit ``columns`` (first axis: units) and the ``reduce`` that makes the metric of them.
+
+    ``resampled``, when set, computes the statistic of resamples straight from their unit indices ``(B, n)``, with
+    the same values as ``reduce`` on the gathered columns, faster (e.g. ``pooled_median_units``)."""
 
     columns: tuple[np.ndarray, ...]
     reduce: Callable[..., np.ndarray]
+    resampled: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def of_resamples(self, idx: np.ndarray) -> np.ndarray:
+        """The statistic of each resample ``idx[b]`` (unit indices), ``(B,)``."""
+        if self.resampled is not None:
+            return self.resampled(idx)
+        return self.reduce(*(c[idx] for c in self.columns))
 
     def value(self) -> float:
         return float(self.reduce(*(c[None] for c in self.columns))[0])
@@ -95,6 +105,64 @@ def pooled_median(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def pooled_median_units(x) -> UnitStatistic:
+    """``pooled_median`` of per-unit rows ``x`` (first axis: units), resampled without gathering the rows.
+
+    The defined values are sorted once and cut into blocks of about sqrt(m) consecutive values, with how many
+    values of each unit fall in each block. A resample's counts per block are its draws of each unit times that
+    table (one product for all resamples); the middle ranks are found first among the blocks, then among the
+    values of the block they fall in, each weighed by how often its unit was drawn. The median is the mean of the
+    two middle values (one value twice when their count is odd), as ``np.nanmedian`` takes it: the same values as
+    ``pooled_median`` on the gathered rows, without a sort or a partition of every resample.
+
+    Example:
+        >>> u = pooled_median_units([[1.0, float("nan")], [5.0, 3.0], [2.0, 4.0]])
+        >>> u.value(), u.of_resamples(np.array([[0, 0, 1], [2, 2, 2], [0, 0, 0]])).tolist()
+        (3.0, [2.0, 3.0, 1.0])
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x)
+    flat = x.reshape(n, -1)
+    defined = ~np.isnan(flat)
+    owner = np.broadcast_to(np.arange(n)[:, None], flat.shape)[defined]
+    order = np.argsort(flat[defined], kind="stable")
+    values, owner = flat[defined][order], owner[order]
+    m = values.size
+    n_blocks = max(1, int(np.sqrt(m)))
+    starts = np.linspace(0, m, n_blocks + 1).astype(np.int64)  # block k holds sorted positions starts[k]:starts[k+1]
+    block = np.searchsorted(starts, np.arange(m), side="right") - 1
+    per_unit = np.bincount(owner * n_blocks + block, minlength=n * n_blocks).reshape(n, n_blocks).astype(np.float64)
+    width = int(np.diff(starts).max()) if m else 0
+
+    def resampled(idx: np.ndarray) -> np.ndarray:
+        b = len(idx)
+        if not m:
+            return np.full(b, np.nan)
+        rows = np.arange(b)
+        drawn = np.bincount((idx + n * rows[:, None]).ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
+        # values drawn per block, exact (integers far below 2**53); einsum's own loop, not BLAS, whose threads only
+        # contend with each other on a busy machine
+        in_block = np.einsum("bn,nk->bk", drawn, per_unit, optimize=False)
+        upto = np.cumsum(in_block, axis=1)
+        total = upto[:, -1]
+
+        def position(rank: np.ndarray) -> np.ndarray:
+            """Sorted position of the value of rank ``rank`` (0-based) in each resample."""
+            k = np.minimum((upto <= rank[:, None]).sum(axis=1), n_blocks - 1)
+            pos = starts[k][:, None] + np.arange(width)
+            inside = pos < starts[k + 1][:, None]
+            pos = np.minimum(pos, m - 1)
+            counts = np.where(inside, drawn[rows[:, None], owner[pos]], 0.0)
+            before = upto[rows, k] - in_block[rows, k]
+            j = np.minimum((before[:, None] + np.cumsum(counts, axis=1) <= rank[:, None]).sum(axis=1), width - 1)
+            return pos[rows, j]
+
+        out = (values[position((total - 1) // 2)] + values[position(total // 2)]) / 2
+        return np.where(total > 0, out, np.nan)
+
+    return UnitStatistic((x,), pooled_median, resampled)
+
+
 # --- resampling -------------------------------------------------------------------------------------------------
 
 
@@ -112,7 +180,7 @@ def _resampled(stats: Mapping[str, UnitStatistic], n_resamples: int, seed: int) 
     for start in range(0, n_resamples, step):
         idx = rng.integers(0, n, size=(min(step, n_resamples - start), n))
         for key, s in stats.items():
-            out[key][start:start + len(idx)] = s.reduce(*(c[idx] for c in s.columns))
+            out[key][start:start + len(idx)] = s.of_resamples(idx)
     return out
 
 
@@ -132,7 +200,7 @@ def _jackknife(stat: UnitStatistic) -> np.ndarray:
     step = max(1, _CHUNK_ELEMENTS // max(width, 1))
     for start in range(0, n, step):
         rows = np.nonzero(keep[start:start + step])[1].reshape(-1, n - 1)
-        out[start:start + len(rows)] = stat.reduce(*(c[rows] for c in stat.columns))
+        out[start:start + len(rows)] = stat.of_resamples(rows)
     return out
 
 

@@ -336,7 +336,7 @@ def mosaic_units(upper, lower, gt, pos_counts) -> dict[str, UnitStatistic]:
         "cnt_f1": UnitStatistic((_nanmean(f1, axis=1),), bs.mean),
         "count_drift_mean": UnitStatistic((np.where(defined, drift, 0.0).sum(axis=1), defined.sum(axis=1) * 1.0),
                                           bs.ratio),
-        "count_drift_median": UnitStatistic((drift,), bs.pooled_median),
+        "count_drift_median": bs.pooled_median_units(drift),
     }
 
 
