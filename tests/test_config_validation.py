@@ -21,7 +21,8 @@ def _cfg(**over):
 
 @pytest.mark.parametrize(("key", "value"), [("checkpoint_every", -1), ("checkpoint_every", 0), ("batch_size", 0),
                                             ("max_samples", 0), ("max_samples", -1), ("seed", -3),
-                                            ("lease_ttl_s", 0), ("device", "gpu")])
+                                            ("lease_ttl_s", 0), ("device", "gpu"), ("batch_size", "big"),
+                                            ("num_workers", -1), ("num_workers", "many"), ("num_workers", True)])
 def test_bad_values_name_their_key(key, value):
     with pytest.raises(ConfigError, match=key):
         validate(_cfg(**{key: value}))
@@ -30,6 +31,10 @@ def test_bad_values_name_their_key(key, value):
 def test_good_values_pass():
     validate(_cfg(max_samples=5))
     validate(_cfg())
+    validate(_cfg(batch_size="auto", num_workers="auto"))
+    validate(_cfg(num_workers=0))
+    with pytest.raises(ConfigError, match="must be a positive integer or auto"):
+        validate(_cfg(batch_size="lots"))
 
 
 @pytest.mark.parametrize("name", ["../../x", "a/b", "a\\b", "..", "", "x" * 201, "/abs", "a..b"])

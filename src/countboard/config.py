@@ -30,6 +30,11 @@ class Precision(StrEnum):
     fp16 = "fp16"
 
 
+#: The value of ``batch_size`` and ``num_workers`` that lets the job choose (``countboard.batching``,
+#: ``countboard.inputs``).
+AUTO = "auto"
+
+
 class OnBusy(StrEnum):
     skip = "skip"
     wait = "wait"
@@ -41,7 +46,9 @@ OPERATIONAL_KEYS: dict[str, str] = {
     "force": "whether to rerun a finished cell, not what the cell computes",
     "device": "cpu and cuda compute the same records: a CUDA job runs with TF32 off and deterministic algorithms "
               "(models.precision); faster math that can change a record is the semantic key `precision`",
-    "batch_size": "how many units go through the model at once; records do not depend on it",
+    "batch_size": "how many units go through the model at once (a number, or auto: by memory); records do not "
+                  "depend on it",
+    "num_workers": "how many processes decode the inputs ahead of the model; the inputs are the same",
     "checkpoint_every": "how often records are saved; the records are the same",
     "progress": "whether a progress bar is drawn",
     "data_dir": "a path on this machine; the data's identity is the dataset fingerprint in the hash",
@@ -89,7 +96,8 @@ class Config:
     device: Device = Device.auto
     precision: Precision = Precision.fp32
     seed: int = 0
-    batch_size: int = 8
+    batch_size: Any = 8  # a positive number or "auto" (checked by validate)
+    num_workers: Any = "auto"  # a non-negative number or "auto"
     checkpoint_every: int = 16
     max_samples: int | None = None
     force: bool = False
@@ -138,12 +146,12 @@ def clean_run_name(name: str) -> str:
     return text if text and _NAME.match(text) else f"run {text}".strip()[:NAME_MAX]
 
 
-def _positive_int(cfg, key: str, allow_none: bool = False) -> None:
+def _positive_int(cfg, key: str, allow_none: bool = False, also: str = "") -> None:
     value = cfg.get(key)
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        hint = " (or null for all units)" if allow_none else ""
+        hint = " (or null for all units)" if allow_none else f" or {also}" if also else ""
         raise ConfigError(f"{key}={value!r} must be a positive integer{hint}")
 
 
@@ -152,8 +160,13 @@ def validate(cfg) -> None:
 
     Runs before any store call, so a bad value never leaves a run behind.
     """
-    for key in ("batch_size", "checkpoint_every"):
-        _positive_int(cfg, key)
+    _positive_int(cfg, "checkpoint_every")
+    if str(cfg.get("batch_size")) != AUTO:
+        _positive_int(cfg, "batch_size", also="auto (chosen by memory)")
+    workers = cfg.get("num_workers", AUTO)
+    if str(workers) != AUTO and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+        raise ConfigError(f"num_workers={workers!r} must be a non-negative integer (0: decode in the job's "
+                          "process) or auto")
     _positive_int(cfg, "max_samples", allow_none=True)
     seed = cfg.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:

@@ -21,9 +21,11 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from countboard.batching import Batching
 from countboard.cell import Cell, resolve_device
-from countboard.config import SUBSET_NODE_KEYS, check_nodes, instantiate_node, validate
+from countboard.config import AUTO, SUBSET_NODE_KEYS, check_nodes, instantiate_node, validate
 from countboard.errors import CountboardError
+from countboard.inputs import InputStream, resolve_workers
 from countboard.models.precision import numerics
 from countboard.results import RunContext, Task, TaskResult
 from countboard.schema import load_schema
@@ -105,22 +107,42 @@ def compute_units(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: C
         log.info("%s: %d of %d units restored from checkpoints", cell.name, len(units) - len(todo), len(units))
     bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=cell.name, disable=not ctx.progress,
                unit="unit", leave=False)
-    for start in range(0, len(todo), every):
-        if cell.lease is not None and cell.lease.lost.is_set():
-            raise LeaseLost(f"{cell.name}: another process took over run {cell.run_id} (this one was silent "
-                            "longer than lease_ttl_s); stopped without touching it")
-        chunk = todo[start:start + every]
-        records = task.run_units(model, dataset, chunk, ctx)
-        _check_records(records, chunk, task)
-        checkpoints.write(cell.tracker, cell.run_id, next_part, records)
-        frames.append(pd.DataFrame.from_records(records))
-        next_part += 1
-        bar.update(len(chunk))
+    chunks = [todo[start:start + every] for start in range(0, len(todo), every)]
+    with _input_stream(task, model, dataset, chunks, ctx, cell.cfg) as ctx.inputs:
+        for chunk in chunks:
+            if cell.lease is not None and cell.lease.lost.is_set():
+                raise LeaseLost(f"{cell.name}: another process took over run {cell.run_id} (this one was silent "
+                                "longer than lease_ttl_s); stopped without touching it")
+            records = task.run_units(model, dataset, chunk, ctx)
+            _check_records(records, chunk, task)
+            checkpoints.write(cell.tracker, cell.run_id, next_part, records)
+            frames.append(pd.DataFrame.from_records(records))
+            next_part += 1
+            bar.update(len(chunk))
+    ctx.inputs = None
     bar.close()
     ok, failed = _split_records(frames)
     keep = set(units)
     return ok[ok["unit_id"].astype(str).isin(keep)].reset_index(drop=True), \
         failed[failed["unit_id"].astype(str).isin(keep)].reset_index(drop=True)
+
+
+@contextlib.contextmanager
+def _input_stream(task: Task, model: Any, dataset: Any, chunks: list[list[str]], ctx: RunContext,
+                  cfg: DictConfig):
+    """The inputs of every chunk, decoded ahead by ``num_workers`` processes (None when the task lists none);
+    the workers end with the block, whatever ends it."""
+    keys = [task.input_keys(model, dataset, chunk, ctx) for chunk in chunks]
+    if not chunks or any(k is None for k in keys):
+        yield None
+        return
+    workers = resolve_workers(cfg.get("num_workers", AUTO))
+    stream = InputStream(dataset.load, [k for chunk_keys in keys for k in chunk_keys], workers,
+                         pin_memory=ctx.device.startswith("cuda"))
+    try:
+        yield stream
+    finally:
+        stream.close()
 
 
 def _check_records(records: list[dict], chunk: list[str], task: Task) -> None:
@@ -179,7 +201,8 @@ def run_job(cfg: DictConfig) -> str | None:
         try:
             if not cell.open_run(_task_family(cfg)):
                 return None
-            ctx = RunContext(device=cell.device, seed=int(cfg.seed), batch_size=int(cfg.batch_size),
+            batching = Batching(cfg.batch_size, cell.device)
+            ctx = RunContext(device=cell.device, seed=int(cfg.seed), batch_size=batching.size, batching=batching,
                              work_dir=Path(work_dir), progress=bool(cfg.progress),
                              max_samples=cfg.get("max_samples"))
             task: Task = instantiate_node(cfg, "task")

@@ -8,7 +8,10 @@ A task turns a model and a dataset into per-unit records, then into metrics and 
 2. ``run_units(model, dataset, unit_ids, ctx)`` evaluates a batch of units and returns one flat record (dict of
    scalars, strings or short lists) per unit, each with its ``unit_id``. A unit whose input cannot be read or
    evaluated returns ``{"unit_id": ..., "error": "<what went wrong>"}`` instead of raising: the engine counts it in
-   ``n_failed_samples`` and lists it in ``failures.json``.
+   ``n_failed_samples`` and lists it in ``failures.json``. A task that reads its inputs from the dataset lists
+   them in ``input_keys`` and reads them with ``ctx.load``: they are then decoded ahead by the job's loader
+   workers (``countboard.inputs``); it calls the model through ``ctx.batches``, which sizes the batches
+   (``batch_size``, ``auto``: ``countboard.batching``) and halves one that runs out of memory.
 3. ``summarize(records, model, dataset, ctx)`` turns the successful records (a DataFrame) into a ``TaskResult``.
 
 Metric keys must be declared in ``countboard/schema/*.yaml``.
@@ -26,6 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from countboard.batching import Batching
+from countboard.inputs import InputStream
+
 
 @dataclass
 class RunContext:
@@ -38,10 +44,28 @@ class RunContext:
     progress: bool = True
     max_samples: int | None = None
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("countboard"))
+    inputs: InputStream | None = None
+    batching: Batching | None = None
+
+    def __post_init__(self) -> None:
+        if self.batching is None:
+            self.batching = Batching(self.batch_size, self.device)
+        self.batch_size = self.batching.size
 
     def rng(self, *salt: int) -> np.random.Generator:
         """A generator seeded by the job's seed and ``salt`` (same salt, same stream)."""
         return np.random.default_rng([self.seed, *salt])
+
+    def load(self, dataset: Any, key: str) -> Any:
+        """``dataset.load(key)``, decoded ahead by the job's loader workers when the task listed the key."""
+        return self.inputs.get(key) if self.inputs is not None else dataset.load(key)
+
+    def batches(self, items: Sequence[Any], fn: Any) -> Any:
+        """``(batch, fn(batch) as a list, or the exception it raised)`` over ``items`` in batches of the job's
+        size; a batch that runs out of memory is halved and tried again (``countboard.batching``)."""
+        for batch, out in self.batching.batches(items, fn):
+            self.batch_size = self.batching.size
+            yield batch, out
 
 
 @dataclass
@@ -78,6 +102,10 @@ class Task(ABC):
     @abstractmethod
     def units(self, model: Any, dataset: Any, ctx: RunContext) -> Sequence[str]:
         """Stable ids of the units to evaluate, in a fixed order."""
+
+    def input_keys(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[str] | None:
+        """The keys ``run_units(unit_ids)`` reads with ``ctx.load``, in order; None: it reads nothing ahead."""
+        return None
 
     @abstractmethod
     def run_units(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from countboard.counting.tasks.praco import error_record, finite_metrics, select_classes
-from countboard.items import ImageDataset, ImageItem
+from countboard.counting.tasks.praco import error_record, finite_metrics, load_images, select_classes
+from countboard.items import ImageDataset
 from countboard.metrics import bootstrap
 from countboard.metrics.counting import classic_metrics, classic_units
 from countboard.results import RunContext, Task, TaskResult
@@ -36,21 +36,15 @@ class ClassicCounting(Task):
             return dataset.image_ids
         return select_classes(dataset, self.classes)[1]
 
+    def input_keys(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[str]:
+        return list(unit_ids)
+
     def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         records: dict[str, dict] = {}
-        loaded: list[ImageItem] = []
-        for uid in unit_ids:
-            try:
-                loaded.append(dataset.load(uid))
-            except Exception as exc:
-                records[uid] = error_record(uid, f"image {uid} failed to load", exc)
-        step = max(ctx.batch_size, 1)
-        for start in range(0, len(loaded), step):
-            chunk = loaded[start:start + step]
-            try:
-                counts = model.count(chunk, [it.class_name for it in chunk])
-            except Exception as exc:
-                records.update({it.image_id: error_record(it.image_id, "counting failed", exc) for it in chunk})
+        loaded = load_images(dataset, unit_ids, ctx, records)
+        for chunk, counts in ctx.batches(loaded, lambda chunk: model.count(chunk, [it.class_name for it in chunk])):
+            if isinstance(counts, Exception):
+                records.update({it.image_id: error_record(it.image_id, "counting failed", counts) for it in chunk})
                 continue
             for item, count in zip(chunk, counts, strict=True):
                 records[item.image_id] = {"unit_id": item.image_id, "image_id": item.image_id,

@@ -108,25 +108,30 @@ def _stack(column: pd.Series) -> np.ndarray:
     return np.stack([np.asarray(v, dtype=np.float64) for v in column]) if len(column) else np.zeros((0, 0))
 
 
+def load_images(dataset: Any, unit_ids: Sequence[str], ctx: RunContext, records: dict[str, dict]
+                ) -> list[ImageItem]:
+    """The images of ``unit_ids`` (decoded ahead by the job's loader workers: ``ctx.load``); an image that cannot
+    be read gets its error record in ``records`` and the others go on."""
+    loaded: list[ImageItem] = []
+    for uid in unit_ids:
+        try:
+            loaded.append(ctx.load(dataset, uid))
+        except Exception as exc:  # unreadable image: reported, the others go on
+            records[uid] = error_record(uid, f"image {uid} failed to load", exc)
+    return loaded
+
+
 def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classes: list[str], ctx: RunContext,
                        record: Callable[..., dict], with_maps: bool = False) -> list[dict]:
     """Each image encoded once and decoded with every name of ``classes``; ``record(item, counts)`` builds its
     record (``record(item, counts, maps)`` with ``with_maps``). An image that fails to load, encode or decode
     gets an error record; the others go on."""
     records: dict[str, dict] = {}
-    loaded: list[ImageItem] = []
-    for uid in unit_ids:
-        try:
-            loaded.append(dataset.load(uid))
-        except Exception as exc:  # unreadable image: reported, the others go on
-            records[uid] = error_record(uid, f"image {uid} failed to load", exc)
-    step = max(ctx.batch_size, 1)
-    for start in range(0, len(loaded), step):
-        chunk = loaded[start:start + step]
-        try:
-            features = model.encode_images(chunk)
-        except Exception as exc:
-            records.update({it.image_id: error_record(it.image_id, "encoding the image failed", exc) for it in chunk})
+    loaded = load_images(dataset, unit_ids, ctx, records)
+    for chunk, features in ctx.batches(loaded, model.encode_images):
+        if isinstance(features, Exception):
+            records.update({it.image_id: error_record(it.image_id, "encoding the image failed", features)
+                            for it in chunk})
             continue
         for item, feat in zip(chunk, features, strict=True):
             try:
@@ -160,6 +165,9 @@ class PracoNegative(Task):
 
     def units(self, model: Any, dataset: ImageDataset, ctx: RunContext) -> list[str]:
         return select_classes(dataset, self.classes)[1]
+
+    def input_keys(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[str]:
+        return list(unit_ids)
 
     def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         classes, _ = select_classes(dataset, self.classes)
@@ -285,7 +293,7 @@ class PracoMosaic(Task):
         for key, what in ((image_id, "image"), (partner, f"negative image (class {other!r})")):
             if key not in cache:
                 try:
-                    cache[key] = dataset.load(key)
+                    cache[key] = ctx.load(dataset, key)
                 except Exception as exc:
                     cache[key] = RuntimeError(f"{what} {key} failed to load: {type(exc).__name__}: {exc}")
             if isinstance(cache[key], Exception):
@@ -293,6 +301,18 @@ class PracoMosaic(Task):
         if self.mosaic == "official":
             return build_official_mosaic(cache[image_id], cache[partner]), other
         return build_mosaic(cache[image_id], cache[partner], self.orientation, self.tile_size), other
+
+    def input_keys(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[str]:
+        """Each image and its partner, in the order ``run_units`` reads them (once per chunk)."""
+        keys: dict[str, None] = {}
+        for uid in unit_ids:
+            image_id, other = uid.rsplit(PAIR_SEP, 1)
+            keys[image_id] = None
+            try:
+                keys[self._partner(dataset, image_id, other, ctx)] = None
+            except Exception:  # the unit fails with this reason in run_units
+                continue
+        return list(keys)
 
     def _partner(self, dataset: ImageDataset, image_id: str, other: str, ctx: RunContext) -> str:
         """The negative image: from ``pairs_file``, else the preset's draw."""
@@ -321,12 +341,11 @@ class PracoMosaic(Task):
             self._count_singles(model, [cache[m.positive_id] for _, m, _ in built], ctx)
         except Exception as exc:  # the mosaics whose single count is missing fail below, with this reason
             log.warning("counting the positive images alone failed: %s: %s", type(exc).__name__, exc)
-        step = max(ctx.batch_size, 1)
-        for start in range(0, len(built), step):
-            chunk = built[start:start + step]
-            try:
-                maps = model.density([m.item for _, m, _ in chunk], [m.item.class_name for _, m, _ in chunk])
-            except Exception:
+        def density(chunk: list[tuple[str, Mosaic, str]]) -> list[np.ndarray]:
+            return model.density([m.item for _, m, _ in chunk], [m.item.class_name for _, m, _ in chunk])
+
+        for chunk, maps in ctx.batches(built, density):
+            if isinstance(maps, Exception):
                 maps = [None] * len(chunk)
             for (uid, mosaic, other), dmap in zip(chunk, maps, strict=True):
                 try:
@@ -360,10 +379,9 @@ class PracoMosaic(Task):
     def _count_singles(self, model: Any, items: list[ImageItem], ctx: RunContext) -> None:
         """``c_ii``: each positive image alone, prompted with its own class (once per image per job)."""
         todo = list({it.image_id: it for it in items if it.image_id not in self._single}.values())
-        step = max(ctx.batch_size, 1)
-        for start in range(0, len(todo), step):
-            chunk = todo[start:start + step]
-            counts = model.count(chunk, [it.class_name for it in chunk])
+        for chunk, counts in ctx.batches(todo, lambda chunk: model.count(chunk, [it.class_name for it in chunk])):
+            if isinstance(counts, Exception):
+                raise counts
             self._single.update({it.image_id: float(c) for it, c in zip(chunk, counts, strict=True)})
 
     def _record(self, uid: str, mosaic: Mosaic, other: str, dmap: np.ndarray, dataset: ImageDataset) -> dict:

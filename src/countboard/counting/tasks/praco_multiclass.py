@@ -71,6 +71,9 @@ class PracoMulticlass(Task):
                               f"synthetic_multiclass); {type(dataset).__name__} has no per-class counts")
         return dataset.image_ids
 
+    def input_keys(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[str]:
+        return list(unit_ids)
+
     def run_units(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         classes = dataset.classes
 
