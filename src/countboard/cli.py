@@ -43,13 +43,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand. A user-fixable error (ours, or an OS, Arrow or zip error) prints one line and exits 2;
-    ``--debug`` or ``COUNTBOARD_DEBUG=1`` shows its traceback instead."""
+    """Run one subcommand, the server of its ``--store`` probed first (``tracking.store.reach``). A user-fixable
+    error (ours, or an OS, Arrow or zip error) prints one line and exits 2; ``--debug`` or ``COUNTBOARD_DEBUG=1``
+    shows its traceback instead."""
     args = build_parser().parse_args(argv)
     if args.debug:
         os.environ[DEBUG_ENV] = "1"
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
     try:
+        if hasattr(args, "store"):  # a store server that does not answer is named before the command's imports
+            from countboard.tracking import address
+            from countboard.tracking.store import reach
+
+            reach(address.resolve(args.store).uri)
         return int(args.func(args) or 0)
     except Exception as exc:
         message = user_message(exc)

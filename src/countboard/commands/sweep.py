@@ -124,6 +124,28 @@ def unknown_key(argv: list[str]) -> str | None:
     return None
 
 
+def server_from_argv(argv: list[str], env=os.environ) -> str | None:
+    """The store server a command line names (``tracking=server`` with ``tracking.uri=…`` or
+    ``$MLFLOW_TRACKING_URI``), else None: probed before Hydra composes the config and the engine's imports, so a
+    down server is named in about a second (``engine.run_job`` probes the composed config again).
+
+    Example:
+        >>> server_from_argv(["tracking=server", "tracking.uri=http://h:5000", "seed=1"], env={})
+        'http://h:5000'
+        >>> server_from_argv(["tracking.uri=http://h:5000"], env={}) is None  # a local store ignores the URI
+        True
+    """
+    values = {}
+    for arg in argv:
+        key, eq, value = arg.lstrip("+").partition("=")
+        if eq:
+            values[key] = value.strip("'\"")
+    if "server" not in (values.get("tracking"), values.get("tracking.kind")):
+        return None
+    uri = values.get("tracking.uri") or env.get("MLFLOW_TRACKING_URI")
+    return uri if uri and "," not in uri else None
+
+
 _SCHEMA_OPTION = re.compile(r"^countboard_.*_schema$")  # ``config.register_configs``: not an option to pick
 
 
@@ -198,6 +220,16 @@ def main() -> None:
     if message:
         print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
+    server = server_from_argv(sys.argv[1:])
+    if server:
+        from countboard.errors import TrackingStoreError
+        from countboard.tracking.store import reach
+
+        try:
+            reach(server)
+        except TrackingStoreError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
     if os.environ.get("HYDRA_FULL_ERROR") == "1":  # the user asks for Hydra's full report: tracebacks, as --debug
         os.environ[DEBUG_ENV] = "1"
     else:  # Hydra raises its errors to this function instead of printing them
