@@ -16,6 +16,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,9 +75,42 @@ def _head_revision() -> str:
     return _get_latest_schema_revision()
 
 
+#: One read-only descriptor per database file (device, inode), opened on first read and never closed: closing
+#: *any* descriptor of a file drops every POSIX lock this process holds on it, the locks of its SQLite
+#: connections included (sqlite.org/howtocorrupt.html, 2.2). A WAL connection holds a shared lock on the database
+#: file for its whole life, which tells another process's last closing connection that it is not the last; without
+#: it, that process checkpoints and deletes the WAL while this one still writes to it: this process's fresh
+#: connections then fail with SQLITE_IOERR_SHORT_READ and what it writes next is lost (docs/reliability.md).
+_READERS: dict[tuple[int, int], int] = {}
+_READERS_LOCK = threading.Lock()
+
+
+def _read_bytes(db: Path, size: int, offset: int = 0) -> bytes:
+    """``size`` bytes of ``db`` from ``offset``, read without ever closing a descriptor of it (``_READERS``)."""
+    st = os.stat(db)  # a descriptor keeps its inode allocated, so a (device, inode) pair kept here is never reused
+    with _READERS_LOCK:
+        for key, kept in list(_READERS.items()):  # a deleted file's locks protect nothing: its descriptor may go
+            if key != (st.st_dev, st.st_ino) and os.fstat(kept).st_nlink == 0:
+                os.close(_READERS.pop(key))
+        fd = _READERS.get((st.st_dev, st.st_ino))
+        if fd is None:
+            fd = os.open(db, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            opened = os.fstat(fd)  # the file now at ``db``, if it was replaced since the stat
+            _READERS.setdefault((opened.st_dev, opened.st_ino), fd)
+            fd = _READERS[(opened.st_dev, opened.st_ino)]  # (another descriptor of it already kept: this one leaks
+            # rather than being closed, which would drop the locks)
+    chunks = []
+    while size > 0:
+        chunk = os.pread(fd, size, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size, offset = size - len(chunk), offset + len(chunk)
+    return b"".join(chunks)
+
+
 def _header(db: Path) -> bytes:
-    with open(db, "rb") as fh:
-        return fh.read(100)
+    return _read_bytes(db, 100)
 
 
 #: Above this size an open skips ``quick_check``, which reads every page (39 s for a 1.6 GB store of 30,000 runs
@@ -98,12 +132,13 @@ def _cut_short(head: bytes, size: int) -> str | None:
     return None
 
 
-#: Reads of a store that another process is writing can meet a lock or, while it checkpoints its WAL, an I/O
-#: error: such errors are retried for about 1.5 s before they count.
+#: Reads of a store that another process is writing can meet its lock (a checkpoint, a recovery): retried for
+#: about 1.5 s; a lock held throughout leaves the store unchecked (with a warning), any other error counts.
 _READ_ATTEMPTS = 6
 
 
-def _transient(exc: sqlite3.OperationalError) -> bool:
+def lock_error(exc: sqlite3.OperationalError) -> bool:
+    """SQLite reports another connection's lock (``database is locked``, busy): it may pass."""
     text = str(exc).lower()
     return "locked" in text or "busy" in text
 
@@ -141,11 +176,9 @@ def check_db(db: Path, full: bool = False) -> Health:
         try:
             problems, tables, runs, revision = _read(db, pragma)
             break
-        except sqlite3.OperationalError as exc:  # locked, busy, or an I/O error while another process checkpoints
+        except sqlite3.OperationalError as exc:  # locked or busy while another process writes; or an I/O error
             if attempt == _READ_ATTEMPTS - 1:
-                if _transient(exc) or not full:  # a writer held it throughout, or quick_check met an I/O error
-                    # while other processes use the store (seen as short reads after a writer was stopped):
-                    # neither proves damage; `doctor` runs the full check
+                if lock_error(exc):  # a writer held it throughout: that proves nothing; `doctor` checks in full
                     log.warning("could not check %s on opening it: %s; opening it unchecked (`countboard doctor` "
                                 "checks it in full)", db, exc)
                     return Health(OK, "", None)
@@ -392,7 +425,7 @@ class _Pages:
 def _recover_pages(db: Path, out: Path, make_store: Callable[[Path], None]) -> None:
     """A new MLflow store at ``out`` (``make_store`` builds its schema) holding every row of ``db``'s tables whose
     b-tree pages can be read."""
-    pages = _Pages(db.read_bytes())
+    pages = _Pages(_read_bytes(db, db.stat().st_size))
     roots: dict[str, tuple[int, int]] = {}  # table -> (schema rowid, root page): the latest entry wins
     for rowid, values in pages.rows(1):
         table = len(values) == 5 and values[0] == "table" and isinstance(values[3], int) and values[3] > 0
