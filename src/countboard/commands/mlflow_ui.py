@@ -60,11 +60,30 @@ def run(args: argparse.Namespace) -> int:
     if tracker.client_uri == tracker.uri:  # a read-only store is served as it is (immutable)
         tracker.mark_default_experiment()
     uri = tracker.uri
+    backend = _backend(tracker)
     # `mlflow server`, its UI opening experiments on their runs table (countboard.tracking.mlflow_ui says why)
-    cmd = [sys.executable, "-m", "countboard.tracking.mlflow_ui", "--backend-store-uri", tracker.client_uri, "--host", args.host,
+    cmd = [sys.executable, "-m", "countboard.tracking.mlflow_ui", "--backend-store-uri", backend, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
     print(f"MLflow UI on http://{args.host}:{args.port} (store {uri}); Ctrl-C stops it", flush=True)
     return serve(cmd)
+
+
+def _backend(tracker) -> str:
+    """The database the UI serves: the store's own; for a read-only store that was moved (its recorded artifact
+    locations name another folder, and cannot be rewritten in place), a copy in the user cache whose locations
+    point inside the store, so that the UI lists each run's artifacts from the store as it is now."""
+    from countboard.tracking import address
+    from countboard.tracking.relocate import relocated_copy
+
+    where = address.parse(tracker.uri)
+    if not (where.is_embedded and where.read_only):
+        return tracker.client_uri
+    copy = where.cache_dir() / "mlflow-ui.db"
+    if not relocated_copy(where.db, copy):
+        return tracker.client_uri
+    print(f"read-only store {where.folder} was moved: the UI reads a copy of its database with the artifact "
+          f"locations of this folder ({copy}; nothing changed in the UI is kept)", flush=True)
+    return address.sqlite_uri(copy)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -89,8 +89,9 @@ def resolve_run_uri(artifact_uri: str, store_uri: str | None) -> str:
     return artifact_uri if folder is None or not artifact_uri else store_relative(artifact_uri, folder, RUN_DEPTH)
 
 
-def stale_locations(db: Path) -> dict[str, tuple[str, str]]:
-    """``{experiment_id: (recorded, current)}`` for each experiment whose location names another folder."""
+def stale_locations(db: Path, folder: Path | None = None) -> dict[str, tuple[str, str]]:
+    """``{experiment_id: (recorded, current)}`` for each experiment whose location names another folder than the
+    store's (``folder``, by default the database's own)."""
     from countboard.tracking.integrity import connect_ro
 
     con = connect_ro(db)
@@ -100,18 +101,23 @@ def stale_locations(db: Path) -> dict[str, tuple[str, str]]:
         con.close()
     out = {}
     for exp_id, location in rows:
-        if location and (moved := store_relative(location, db.parent, EXPERIMENT_DEPTH)) != location:
+        if location and (moved := store_relative(location, folder or db.parent, EXPERIMENT_DEPTH)) != location:
             out[str(exp_id)] = (location, moved)
     return out
 
 
-def rewrite_locations(db: Path) -> int:
-    """Point every experiment (and its runs) that names another folder at this store's folder; returns how many
-    experiments were rewritten. One transaction: a kill leaves the old locations, which still resolve."""
+def rewrite_locations(db: Path, folder: Path | None = None) -> int:
+    """Point every experiment (and its runs) that names another folder at the store's folder (``folder``, by
+    default the database's own); returns how many experiments were rewritten. One transaction: a kill leaves the
+    old locations, which still resolve."""
+    from countboard.tracking.integrity import lock_error
+
     try:
-        stale = stale_locations(db)
-    except sqlite3.OperationalError as exc:  # busy, or an I/O error while another sweep stops: the locations are
-        log.debug("artifact locations of %s not checked now: %s", db, exc)  # read in place, so this can wait
+        stale = stale_locations(db, folder)
+    except sqlite3.OperationalError as exc:  # a writer holds the store: the locations are read in place, so this
+        if not lock_error(exc):  # can wait for the next open
+            raise
+        log.debug("artifact locations of %s not checked now: %s", db, exc)
         return 0
     if not stale:
         return 0
@@ -131,6 +137,34 @@ def rewrite_locations(db: Path) -> int:
     finally:
         con.close()
     first_old, first_new = next(iter(stale.values()))
-    log.info("store %s was copied or moved: artifact locations of %d experiment(s) now point inside it "
-             "(e.g. %s -> %s)", db.parent, len(stale), first_old, first_new)
+    log.info("store %s was copied or moved: artifact locations of %d experiment(s) in %s now point inside it "
+             "(e.g. %s -> %s)", folder or db.parent, len(stale), db.name, first_old, first_new)
     return len(stale)
+
+
+def relocated_copy(db: Path, dest: Path) -> bool:
+    """For a store that cannot be rewritten (read-only) and names another folder: a copy of ``db`` at ``dest``
+    whose locations point inside the store's folder, for tools that read the database's locations as they are
+    (the MLflow UI lists a run's artifacts at its recorded ``artifact_uri``). ``db`` is read, never written;
+    ``dest`` is replaced whole. Returns False (and writes nothing) when no location names another folder.
+    """
+    import os
+
+    from countboard.tracking.integrity import connect_ro
+
+    if not stale_locations(db):
+        return False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(f"{dest.name}.part-{os.getpid()}")
+    part.unlink(missing_ok=True)
+    src, out = connect_ro(db), sqlite3.connect(part)
+    try:
+        src.backup(out)
+    finally:
+        src.close()
+        out.close()
+    rewrite_locations(part, db.parent)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{dest}{suffix}").unlink(missing_ok=True)
+    os.replace(part, dest)
+    return True
