@@ -22,6 +22,9 @@ from countboard.paths import conf_dir
 
 @pytest.fixture(scope="module")
 def hydra_conf():
+    from countboard.config import register_configs
+
+    register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         yield
@@ -74,6 +77,20 @@ def test_plus_missing_or_extra(hydra_conf):
 def test_unparsable_override(hydra_conf):
     line = error_line("model")
     assert line.startswith("`model`: not an override Hydra can parse (") and "key=value" in line
+
+
+def test_the_help_lists_the_groups_and_options_hydra_finds(hydra_conf):
+    """``--help`` reads the config folder itself (fast); it names what Hydra would compose from."""
+    from countboard.commands.sweep import sweep_help
+
+    loader = GlobalHydra.instance().config_loader()
+    text = sweep_help()
+    for group in ("model", "dataset", "task", "task/classifier", "tracking", "mosaic", "experiment"):
+        options = [o for o in loader.get_group_options(group) if not o.endswith("_schema")]
+        line = next(line for line in text.replace("\n      ", " ").splitlines() if line.startswith(f"  {group}"))
+        assert line.split(": ", 1)[1] == ", ".join(options), group
+    assert "  model (default oracle): " in text and "  tracking (default local): local, server" in text
+    assert "hydra/launcher: local_gpu, slurm_cpu, slurm_gpu (and Hydra's own: --hydra-help)" in text
 
 
 def test_other_errors_are_not_rewritten():

@@ -11,20 +11,19 @@ import os
 import re
 import signal
 import sys
+import textwrap
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
-import hydra
-from hydra.errors import CompactHydraException
-from omegaconf import DictConfig
-
-from countboard.config import Config, TrackingConf, register_configs
+from countboard.config import Config, TrackingConf
 from countboard.errors import DEBUG_ENV, debug_enabled, user_message
 from countboard.paths import conf_dir
 
-register_configs()
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
-class CellError(CompactHydraException):
+class CellError(Exception):
     """A cell's error the user can fix, as the one line the user sees (``error: [job #N (overrides): ]message``).
 
     The job prints it when it fails (the other jobs of a multirun go on); ``args[1]`` identifies the stderr it
@@ -64,8 +63,17 @@ def _job_label() -> str:
     return f"job #{hc.job.num} ({' '.join(hc.overrides.task)}): "
 
 
-@hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
-def _app(cfg: DictConfig) -> str | None:
+def _app() -> None:
+    """The Hydra application (imported here: ``--help`` and the argument checks run without Hydra)."""
+    import hydra
+
+    from countboard.config import register_configs
+
+    register_configs()
+    hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_job)()
+
+
+def _job(cfg: DictConfig) -> str | None:
     from countboard.engine import run_job
 
     try:
@@ -204,6 +212,48 @@ def composition_error(exc: BaseException) -> str | None:
     return "; ".join(lines) + (f" ({_first_line(str(cause))})" if cause is not None else "")
 
 
+def _options(group_dir) -> str:
+    return ", ".join(sorted(p.stem for p in group_dir.glob("*.yaml")))
+
+
+def sweep_help() -> str:
+    """``countboard-sweep --help``: the usage, the config groups and their options, the top-level keys.
+
+    Read from the config folder and the config dataclasses, without Hydra (whose own help composes every group
+    option: seconds of CPU); ``--cfg job`` prints the composed config, ``--hydra-help`` Hydra's options.
+    """
+    root = conf_dir()
+    groups = sorted(str(d.relative_to(root)) for d in root.rglob("*") if d.is_dir() and any(d.glob("*.yaml")))
+    defaults = dict(re.findall(r"^\s*- (?:optional )?([\w/]+): *([\w${}]+)", (root / "config.yaml").read_text(), re.M))
+    width = 110
+    lines = ["usage: countboard-sweep [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [HYDRA OPTIONS]", "",
+             "Runs evaluation cells (model x dataset x task): one Hydra job per cell, one MLflow run each, into the "
+             "store of tracking.store_dir (or tracking=server tracking.uri=...). A rerun skips finished cells "
+             "and resumes unfinished ones.", "", "examples:"]
+    lines[2:3] = textwrap.wrap(lines[2], width)
+    lines += ["  " + line.strip() for line in (__doc__ or "").split("Examples:")[1].strip().splitlines()]
+    lines += ["", f"config groups (GROUP=OPTION; {root}):"]
+    for group in groups:
+        default = defaults.get(group)
+        head = f"  {group}" + (f" (default {default})" if default and "$" not in default and default != "null"
+                                else "") + ": "
+        options = _options(root / group) + (" (and Hydra's own: --hydra-help)" if group.startswith("hydra/") else "")
+        lines += textwrap.wrap(options, width, initial_indent=head, subsequent_indent=" " * 6)
+    keys = ", ".join(f.name for f in fields(Config) if f.name not in ("model", "dataset", "task", "tracking"))
+    tracking = ", ".join(f.name for f in fields(TrackingConf))
+    lines += ["", *textwrap.wrap(f"top-level keys (KEY=VALUE): {keys}", width, subsequent_indent="  "),
+              *textwrap.wrap(f"tracking keys (tracking.KEY=VALUE): {tracking}", width, subsequent_indent="  "),
+              "  model.KEY, dataset.KEY, task.KEY: the parameters of the chosen option (--cfg job lists them)", "",
+              "options:",
+              "  -m, --multirun   a job per combination of comma-separated values (hydra/launcher=joblib: in parallel)",
+              "  --cfg job        print the config the overrides compose, and exit",
+              "  --hydra-help     Hydra's own options (launchers, output folders, shell completion)",
+              "  -h, --help       this help",
+              "", "Errors print one line; COUNTBOARD_DEBUG=1 (or HYDRA_FULL_ERROR=1) shows Hydra's report and the "
+              "traceback."]
+    return "\n".join(lines)
+
+
 def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -216,6 +266,9 @@ def main() -> None:
     its line); anything else prints its traceback, and so does every error under ``COUNTBOARD_DEBUG=1`` or
     ``HYDRA_FULL_ERROR=1`` set by the user.
     """
+    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+        print(sweep_help())
+        return
     message = unknown_key(sys.argv[1:])
     if message:
         print(f"error: {message}", file=sys.stderr)
