@@ -26,8 +26,15 @@ with its excess over the warm Overview. ``--apptest`` adds the server-side scrip
 Targets (issue 25), as ratios to the minimal page: first chart ≤ 1.2×, idle ≤ 1.5×, interaction ≤ 0.5 s beyond
 the minimal page's own rerun.
 
+``--profile`` then visits each page once more under Chromium's tracing (so that the timed rounds are not slowed by
+it) and prints, per page: the websocket messages from the server (count, kB, the largest, when the last came),
+the renderer main thread's busy time and its layout time, JavaScript self time by Streamlit bundle
+(``PlotlyChart``: Plotly; ``DataFrame``: the grid; ``index``: Streamlit and React), and the DOM nodes, Plotly
+charts, traces and points drawn. ``--repeats 0 --profile`` prints the profile alone.
+
 Usage: ``python benchmarks/leaderboard_browser.py [--runs 30000] [--metrics 100] [--workdir DIR] [--repeats 3]
-[--apptest]``.
+[--apptest] [--store DIR [--db FILE]] [--profile]`` (``--store``/``--db``: an existing store and its index, reused
+as they are; an index of another schema version is rebuilt).
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ sys.path.insert(0, str(ROOT))  # the store generator and the browser driver are 
 from tests.fixtures.chromium import Chromium  # noqa: E402
 
 from countboard.commands.leaderboard import STREAMLIT_SETTINGS, leaderboard_command  # noqa: E402
+from countboard.index import ddl  # noqa: E402
 
 QUIET_S = 1.0
 FIRST_TARGET, IDLE_TARGET, INTERACTION_BEYOND_S = 1.2, 1.5, 0.5
@@ -106,22 +114,41 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def build(workdir: Path, runs: int, metrics: int) -> tuple[Path, Path]:
-    """The generated store and its index under ``workdir`` (made once, then reused)."""
+def build(workdir: Path, runs: int, metrics: int, store: Path | None = None,
+          db: Path | None = None) -> tuple[Path, Path]:
+    """The store and its index: ``store`` and ``db`` when given (an index of another schema version is rebuilt),
+    else generated under ``workdir`` (made once, then reused)."""
     from tests.fixtures.bulk_store import make_bulk_store
 
     from countboard.index import build_index
 
-    store = workdir / f"store_{runs}x{metrics}"
-    db = store / "index.duckdb"
+    store = store or workdir / f"store_{runs}x{metrics}"
+    db = db or store / "index.duckdb"
     if not (store / "mlflow.db").exists():
         t0 = time.perf_counter()
         make_bulk_store(store, runs, metrics, progress=True)
         print(f"store: {runs} runs x {metrics} metrics in {time.perf_counter() - t0:.0f} s", flush=True)
-    if not db.exists():
-        stats = build_index(f"sqlite:///{store / 'mlflow.db'}", db)
+    found = index_version(db)
+    if found != str(ddl.SCHEMA_VERSION):
+        if found is not None:
+            print(f"index {db} has schema version {found}, not {ddl.SCHEMA_VERSION}: rebuilding it", flush=True)
+        stats = build_index(f"sqlite:///{store / 'mlflow.db'}", db, full=found is not None)
         print(f"index: {stats.summary()}", flush=True)
     return store, db
+
+
+def index_version(db: Path) -> str | None:
+    """The schema version recorded in the index ``db``; None when there is no readable index there."""
+    import duckdb
+
+    if not db.exists():
+        return None
+    try:
+        with duckdb.connect(str(db), read_only=True) as con:
+            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except duckdb.Error:
+        return None
+    return row[0] if row else None
 
 
 def serve(cmd: list[str], env: dict, log: Path) -> tuple[subprocess.Popen, str, float]:
@@ -222,6 +249,124 @@ async def fresh_first(lb: str) -> tuple[float, float]:
         return await open_page(page, lb + "/")
 
 
+# What a page holds once idle: DOM nodes, Plotly charts, their traces and the points (or heatmap cells) they draw.
+CONTENT = """JSON.stringify((() => {
+  const plots = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'));
+  const traces = plots.flatMap(p => p.data || []);
+  const n = a => (a && typeof a === 'object' && a.length !== undefined) ? a.length : 0;
+  const cells = z => Array.from(z).reduce((t, row) => t + Math.max(1, n(row)), 0);
+  const points = traces.reduce((t, d) => t + (n(d.z) ? cells(d.z) : Math.max(n(d.x), n(d.y))), 0);
+  return {nodes: document.getElementsByTagName('*').length, charts: plots.length, traces: traces.length,
+          points, tables: document.querySelectorAll('[data-testid="stDataFrame"]').length};
+})())"""
+TRACE_CATEGORIES = "devtools.timeline,disabled-by-default-devtools.timeline,disabled-by-default-v8.cpu_profiler"
+
+
+async def _trace_events(page: Chromium) -> list[dict]:
+    """Stop tracing and gather its events (they arrive as ``Tracing.dataCollected`` messages)."""
+    page.events.clear()
+    await page.call("Tracing.end")
+    deadline = time.perf_counter() + 120
+    while not any(e["method"] == "Tracing.tracingComplete" for e in page.events):
+        if time.perf_counter() > deadline:
+            raise TimeoutError("Chromium did not finish its trace within 120 s")
+        await page.evaluate("1")
+        await asyncio.sleep(0.1)
+    return [x for e in page.events if e["method"] == "Tracing.dataCollected" for x in e["params"]["value"]]
+
+
+def _summarise_trace(events: list[dict], t0_us: float, first_us: float, t1_us: float) -> dict:
+    """What the renderer's main thread did between navigation (``t0_us``, trace clock) and idle (``t1_us``): its
+    busy time (wall), its CPU time in all and up to the first chart (``first_us``; CPU is what the load does not
+    stretch), its layout and style time, and JavaScript self time by script bundle (Streamlit's chunk names
+    without their hash: ``PlotlyChart``, ``DataFrame``, ``index``…)."""
+    main = {(e["pid"], e["tid"]) for e in events if e.get("name") == "thread_name"
+            and e.get("args", {}).get("name") == "CrRendererMain"}
+    tasks = [e for e in events if (e.get("pid"), e.get("tid")) in main and e.get("ph") == "X"
+             and e.get("name") == "RunTask" and t0_us <= e.get("ts", 0) <= t1_us]
+    out = {"busy": sum(e.get("dur", 0) for e in tasks) / 1e6,
+           "cpu": sum(e.get("tdur", e.get("dur", 0)) for e in tasks) / 1e6,
+           "cpu_first": sum(e.get("tdur", e.get("dur", 0)) for e in tasks if e["ts"] <= first_us) / 1e6,
+           "layout": 0.0}
+    for e in events:
+        if (e.get("pid"), e.get("tid")) in main and e.get("ph") == "X" and t0_us <= e.get("ts", 0) <= t1_us \
+                and e.get("name") in ("Layout", "UpdateLayoutTree"):
+            out["layout"] += e.get("dur", 0) / 1e6
+    # the sampling profiler: nodes (with their script's url) and samples with the time since the previous one
+    # (from the profile's start time, in the trace clock)
+    nodes, js, js_first = {}, {}, {}
+    clock = {e.get("id"): e["args"]["data"].get("startTime", 0) for e in events if e.get("name") == "Profile"}
+    for e in sorted((e for e in events if e.get("name") == "ProfileChunk"), key=lambda e: e.get("ts", 0)):
+        data = e.get("args", {}).get("data", {})
+        prof = data.get("cpuProfile", {})
+        for node in prof.get("nodes", ()):
+            url = node.get("callFrame", {}).get("url", "")
+            func = node.get("callFrame", {}).get("functionName") or "native"
+            name = url.rsplit("/", 1)[-1].split(".")[0] if url else func if func.startswith("(") else f"({func})"
+            nodes[(e["pid"], node["id"])] = name
+        for sample, delta in zip(prof.get("samples", ()), data.get("timeDeltas", ()), strict=False):
+            clock[e.get("id")] = clock.get(e.get("id"), 0) + delta
+            name = nodes.get((e["pid"], sample), "(unknown)")
+            js[name] = js.get(name, 0.0) + delta / 1e6
+            if t0_us <= clock[e.get("id")] <= first_us:
+                js_first[name] = js_first.get(name, 0.0) + delta / 1e6
+    skip = ("(idle)", "(program)", "(garbage collector)")
+    js_first = {k: v for k, v in js_first.items() if k not in skip}
+    out["js_first"] = dict(sorted(js_first.items(), key=lambda kv: -kv[1])[:5])
+    js = {k: v for k, v in js.items() if k not in skip}
+    return {**out, "js": dict(sorted(js.items(), key=lambda kv: -kv[1])[:5])}
+
+
+async def profile_page(page: Chromium, url: str) -> dict:
+    """One visit of ``url`` under Chromium's tracing: when the server's websocket messages came (page clock) and how
+    many bytes, what the renderer's main thread spent its time on, and what the page holds once idle."""
+    await page.goto("about:blank")
+    await asyncio.sleep(0.5)
+    await page.call("Network.enable", maxTotalBufferSize=64 * 1024 * 1024)
+    await page.call("Tracing.start", categories=TRACE_CATEGORIES, transferMode="ReportEvents")
+    page.events.clear()
+    await page.goto(url)
+    s = await _settle(page)
+    content = json.loads(await page.evaluate(CONTENT))
+    frames = [e["params"] for e in page.events if e["method"] == "Network.webSocketFrameReceived"]
+    nav = next((e["params"] for e in page.events if e["method"] == "Network.requestWillBeSent"
+                and e["params"].get("type") == "Document"), None)
+    await page.call("Network.disable")
+    events = await _trace_events(page)
+    t0 = nav["timestamp"] if nav else frames[0]["timestamp"] if frames else 0.0
+    sizes = [len(f["response"]["payloadData"]) * (3 / 4 if f["response"]["opcode"] == 2 else 1) for f in frames]
+    ws_times = [f["timestamp"] - t0 for f in frames]
+    # the trace's clock is the monotonic clock of the Network domain's timestamps, in microseconds
+    first = s["first"] if s.get("first") is not None else s["fallback"]
+    summary = _summarise_trace(events, t0 * 1e6, t0 * 1e6 + first * 1000, t0 * 1e6 + s["last"] * 1000)
+    return {"first": first / 1000, "idle": s["last"] / 1000,
+            "ws_messages": len(frames), "ws_kb": sum(sizes) / 1024, "ws_max_kb": max(sizes, default=0) / 1024,
+            "ws_first": min(ws_times, default=float("nan")), "ws_last": max(ws_times, default=float("nan")),
+            **content, **summary}
+
+
+async def profile(lb: str, minimal: str) -> dict[str, dict]:
+    out = {}
+    async with Chromium() as page:
+        await page.call("Page.addScriptToEvaluateOnNewDocument", source=PROBE)
+        for name, url in {"minimal": minimal + "/", **{n: f"{lb}/{p}" for n, p in PAGES.items()}}.items():
+            out[name] = await profile_page(page, url)
+            print(f"  profile {name}: {json.dumps(out[name])}", flush=True)
+    return out
+
+
+def print_profile(prof: dict[str, dict]) -> None:
+    print(f"\n{'page':<11}{'first':>6}{'idle':>6}{'ws msgs':>8}{'ws kB':>7}{'max kB':>7}{'ws last':>8}{'CPU 1st':>8}"
+          f"{'CPU':>6}{'busy':>6}{'layout':>7}{'nodes':>6}{'charts':>7}{'traces':>7}{'points':>7}"
+          "  JS self time (s) by bundle")
+    for name, p in prof.items():
+        js = ", ".join(f"{k} {v:.2f}" for k, v in p["js"].items())
+        js += "; up to the first chart: " + ", ".join(f"{k} {v:.2f}" for k, v in p.get("js_first", {}).items())
+        print(f"{name:<11}{p['first']:6.2f}{p['idle']:6.2f}{p['ws_messages']:8d}{p['ws_kb']:7.0f}{p['ws_max_kb']:7.0f}"
+              f"{p['ws_last']:8.2f}{p['cpu_first']:8.2f}{p['cpu']:6.2f}{p['busy']:6.2f}{p['layout']:7.2f}"
+              f"{p['nodes']:6d}{p['charts']:7d}{p['traces']:7d}{p['points']:7d}  {js}")
+
+
 def apptest_times(db: Path, repeats: int) -> dict[str, float]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from countboard.paths import leaderboard_dir
@@ -239,12 +384,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "countboard-browser-bench")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--apptest", action="store_true", help="also time each page's script with AppTest")
+    ap.add_argument("--store", type=Path, help="an existing store folder (its mlflow.db) to open instead of "
+                                                 "generating one under --workdir")
+    ap.add_argument("--db", type=Path, help="its index (built there when missing or of another schema version; "
+                                              "default: index.duckdb in the store)")
+    ap.add_argument("--pages", help="comma-separated pages to open (default: all of " + ", ".join(PAGES) + ")")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the timed rounds, visit each page once more under Chromium's tracing and print "
+                         "the websocket messages, main-thread time, JavaScript time by bundle and what it drew")
     args = ap.parse_args(argv)
-    if args.repeats < 3:
-        ap.error("--repeats must be at least 3 (medians)")
+    if args.repeats < 3 and not (args.profile and args.repeats == 0):
+        ap.error("--repeats must be at least 3 (medians), or 0 with --profile (the profile alone)")
+    if args.pages:
+        unknown = set(args.pages.split(",")) - set(PAGES)
+        if unknown:
+            ap.error(f"--pages: no page {', '.join(sorted(unknown))} (pages: {', '.join(PAGES)})")
+        for name in set(PAGES) - set(args.pages.split(",")):
+            del PAGES[name]
     logging.disable(logging.WARNING)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    store, db = build(args.workdir, args.runs, args.metrics)
+    store, db = build(args.workdir, args.runs, args.metrics, args.store, args.db)
     minimal_py = args.workdir / "minimal.py"
     minimal_py.write_text(MINIMAL)
     env = {**os.environ, "COUNTBOARD_INDEX_DB": str(db), "COUNTBOARD_STORE": f"sqlite:///{store / 'mlflow.db'}"}
@@ -263,12 +422,17 @@ def main(argv: list[str] | None = None) -> int:
         min_proc, minimal, _ = serve(min_cmd, env, args.workdir / "minimal.log")
         procs.append(min_proc)
         asyncio.run(fresh_first(minimal))  # the minimal page's own imports, before it is timed
-        times = asyncio.run(measure(lb, minimal, args.repeats))
+        times = asyncio.run(measure(lb, minimal, args.repeats)) if args.repeats else {}
+        prof = asyncio.run(profile(lb, minimal)) if args.profile else {}
     finally:
         for p in procs:
             p.terminate()
             p.wait(30)
     load = os.getloadavg()[0]
+    if not times:
+        print(f"\nprofile only; load after: {load:.1f}")
+        print_profile(prof)
+        return 0
     apptest = apptest_times(db, args.repeats) if args.apptest else {}
     med = {name: {k: statistics.median(v) for k, v in d.items()} for name, d in times.items()}
     base = med["minimal"]
@@ -281,13 +445,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<11}{m['first']:10.2f}{rf:9.2f}{m['idle']:10.2f}{ri:9.2f}{at}")
         if name != "minimal" and (rf > FIRST_TARGET or ri > IDLE_TARGET):
             misses.append(name)
-    beyond = med[INTERACTION[0]]["interaction"] - base["interaction"]
-    print(f"interaction ({INTERACTION[0]} {INTERACTION[1]}): {med[INTERACTION[0]]['interaction']:.2f} s; minimal "
-          f"page's rerun {base['interaction']:.2f} s; beyond it {beyond:+.2f} s (target <= {INTERACTION_BEYOND_S} s)")
-    print(f"fresh server: up in {lb_up:.1f} s; its first Overview: first {fresh[0]:.2f} s, idle {fresh[1]:.2f} s "
-          f"(warm Overview: {med['overview']['first']:.2f} / {med['overview']['idle']:.2f} s; excess "
-          f"{fresh[0] - med['overview']['first']:+.2f} / {fresh[1] - med['overview']['idle']:+.2f} s)")
-    ok = not misses and beyond <= INTERACTION_BEYOND_S
+    beyond = None
+    if INTERACTION[0] in med:
+        beyond = med[INTERACTION[0]]["interaction"] - base["interaction"]
+        print(f"interaction ({INTERACTION[0]} {INTERACTION[1]}): {med[INTERACTION[0]]['interaction']:.2f} s; minimal "
+              f"page's rerun {base['interaction']:.2f} s; beyond it {beyond:+.2f} s "
+              f"(target <= {INTERACTION_BEYOND_S} s)")
+    warm = (f" (warm Overview: {med['overview']['first']:.2f} / {med['overview']['idle']:.2f} s; excess "
+            f"{fresh[0] - med['overview']['first']:+.2f} / {fresh[1] - med['overview']['idle']:+.2f} s)"
+            if "overview" in med else "")
+    print(f"fresh server: up in {lb_up:.1f} s; its first Overview: first {fresh[0]:.2f} s, idle {fresh[1]:.2f} s"
+          + warm)
+    if prof:
+        print_profile(prof)
+    ok = not misses and (beyond is None or beyond <= INTERACTION_BEYOND_S)
     print("targets met" if ok else f"targets NOT met: {', '.join(misses) or 'interaction'}")
     return 0 if ok else 1
 
