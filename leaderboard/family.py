@@ -1,5 +1,10 @@
 """A family page drawn from the schema: the families whose ``page`` is this page (one section each, picked by a
-control that follows the ``?section=`` query parameter), each with its filters, ranking and declared figures."""
+control that follows the ``?section=`` query parameter), each with its filters, ranking and declared figures.
+
+The figures sit in tabs below the ranking, one figure per tab, and only the open tab's figure is computed and sent
+(the first, the ranked metric with its interval, unless another tab was picked): a browser spends most of a page's
+time drawing Plotly charts, and a page that sends one chart shows its ranking as soon as a page with one table and
+one chart does (``benchmarks/leaderboard_browser.py``)."""
 
 from __future__ import annotations
 
@@ -26,6 +31,21 @@ DRAW = {
     "image_gallery": galleries.draw_image_gallery,
 }
 SECTION_PARAM = "section"
+# The tab of each figure kind (the figure's own heading says what exactly it shows).
+TAB = {
+    "intervals": "Interval",
+    "pairwise": "P(A > B)",
+    "evaluator_stability": "Rank stability",
+    "prompt_types": "Per prompt type",
+    "confusion": "Confusion matrix",
+    "drift": "Count drift",
+    "negative_heatmap": "Negative labels",
+    "histograms": "Distributions",
+    "pointing": "Pointing game",
+    "density_gallery": "Density maps",
+    "overlay_gallery": "Overlays",
+    "image_gallery": "Images",
+}
 
 
 def render_page(page: str, title: str | None = None) -> None:
@@ -75,13 +95,32 @@ def family_section(family: str, heading: bool = False) -> None:
     extra = ("evaluator",) if df.evaluator.nunique() > 1 or (df.evaluator != widgets.MISSING).any() else ()
     widgets.show_ranking(df, shown, sort, extra=extra, key=f"{prefix}_ranking", interval=interval)
     ctx = sections.Ctx(family, df, sort, interval, sections.entry_labels(df), prefix)
-    for fig in fam.figures if fam else ():
-        draw = DRAW.get(fig.kind)
-        if draw is None:
-            st.warning(f"Family `{family}` lists figure `{fig.kind}`, which the leaderboard does not know "
+    draw_figures(ctx, fam.figures if fam else ())
+
+
+def figure_tab_key(family: str) -> str:
+    """Session-state key of the figure tabs of ``family``'s section (its value: the open tab's label)."""
+    return f"f_{family}_figure"
+
+
+def draw_figures(ctx: sections.Ctx, figs) -> None:
+    """The family's figures in tabs, the open one drawn (the others are drawn when their tab is opened)."""
+    shown = []
+    for fig in figs:
+        if fig.kind not in DRAW:
+            st.warning(f"Family `{ctx.family}` lists figure `{fig.kind}`, which the leaderboard does not know "
                        f"(known: {', '.join(DRAW)}); fix `figures:` in countboard/schema/*.yaml.")
-            continue
-        draw(ctx, fig)
+        elif fig.kind != "evaluator_stability" or sections.has_evaluators(ctx):
+            shown.append(fig)
+    if not shown:
+        return
+    labels = list(dict.fromkeys(TAB.get(f.kind, f.kind) for f in shown))
+    tabs = dict(zip(labels, st.tabs(labels, on_change="rerun", key=figure_tab_key(ctx.family)), strict=True))
+    for fig in shown:
+        tab = tabs[TAB.get(fig.kind, fig.kind)]
+        if tab.open:
+            with tab:
+                DRAW[fig.kind](ctx, fig)
 
 
 def _figure_keys(fam) -> list[str]:

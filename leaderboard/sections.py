@@ -217,9 +217,14 @@ def read_draws(run_ids: list[str], path: str, cell: str = "all") -> np.ndarray |
     return np.asarray(arrays["p"])[cells.index(cell)] if cell in cells else None
 
 
+def has_evaluators(ctx: Ctx) -> bool:
+    """Whether the entries come from two evaluators or more (what rank stability across evaluators needs)."""
+    return "evaluator" in ctx.df and ctx.df.evaluator.nunique() >= 2
+
+
 def draw_evaluator_stability(ctx: Ctx, fig: FigureInfo) -> None:
     df = ctx.df
-    if "evaluator" not in df or df.evaluator.nunique() < 2:
+    if not has_evaluators(ctx):
         return
     st.subheader("Rank stability across evaluators")
     best = set(df.model.head(TOP_ENTRIES))

@@ -218,8 +218,8 @@ def interval_help(interval: IntervalInfo) -> str:
 
 def dashes(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with missing text and times shown as "—" (the grid prints "None" for them); times become
-    ``YYYY-MM-DD HH:MM:SS`` text, which sorts as the times do. Numbers stay numbers (format them with
-    ``na_rep=MISSING`` in a Styler).
+    ``YYYY-MM-DD HH:MM:SS`` text, which sorts as the times do. Numbers stay numbers (the grid formats them; ``with_dashes`` turns a number
+    column with a missing value into text).
 
     Example:
         >>> dashes(pd.DataFrame({"a": ["x", None], "t": pd.to_datetime(["2026-01-02 03:04:05", None])})).values.tolist()
@@ -266,6 +266,17 @@ def _formatter(fmt: str):
     return lambda v: format_value(v, fmt)
 
 
+def printf(fmt: str) -> str:
+    """The schema's format as the grid's printf-style ``format`` (drawn by the browser, as ``format_value`` does).
+
+    Example:
+        >>> printf(".3f"), printf("d"), printf(".2e"), printf("")
+        ('%.3f', '%d', '%.2e', '%.3f')
+    """
+    spec = fmt or ".3f"
+    return "%d" if spec.endswith("d") else f"%{spec}"
+
+
 def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, extra: tuple[str, ...] = (),
                  key: str | None = None, interval: IntervalInfo | None = None) -> pd.DataFrame:
     """The ranking table, columns named and formatted from the schema; rank, model and the ranked metric are
@@ -273,27 +284,31 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
     frame = ranking_frame(df, metrics, sort, interval, extra)
     arrow = {True: "↑", False: "↓", None: ""}
     infos = {m.key: m for m in [sort, *metrics]}
+    # numbers are formatted by the grid (``format``), not by a pandas Styler: a Styler renders every cell's text in
+    # Python and sends it beside the number, which doubled the table's message and its script time at 1,000s of rows
     config = {k: st.column_config.NumberColumn(f"{m.display} {arrow[m.higher_is_better]}".strip(),
-                                               help=(m.description or None), pinned=k == sort.key)
+                                               help=(m.description or None), pinned=k == sort.key,
+                                               format=printf(m.fmt))
               for k, m in infos.items()}
     formats = {k: _formatter(m.fmt) for k, m in infos.items()}
     if interval is not None:
         pct = f"{interval.level:.0%}"
         how = interval_help(interval)
         for bound, side in ((interval.low, "low"), (interval.high, "high")):
-            config[bound] = st.column_config.NumberColumn(f"{pct} {side}", pinned=True, help=how)
+            config[bound] = st.column_config.NumberColumn(f"{pct} {side}", pinned=True, help=how,
+                                                          format=printf(sort.fmt))
             formats[bound] = _formatter(sort.fmt)
         if interval.count in frame:
             config[interval.count] = st.column_config.NumberColumn(
-                "n", help=f"{interval.units.capitalize()} the interval resamples (per run).")
+                "n", help=f"{interval.units.capitalize()} the interval resamples (per run).", format="%d")
             formats[interval.count] = _formatter("d")
     spread = f"{sort.key}{SPREAD_SUFFIX}"
     if spread in frame:
-        config[spread] = st.column_config.NumberColumn("± sd (seeds)", pinned=True,
+        config[spread] = st.column_config.NumberColumn("± sd (seeds)", pinned=True, format=printf(sort.fmt),
                                                        help="Standard deviation of the ranked metric over the seeds "
                                                             "of the cell; the value is their mean.")
         formats[spread] = _formatter(sort.fmt)
-        config["n_runs"] = st.column_config.NumberColumn("seeds", pinned=True)
+        config["n_runs"] = st.column_config.NumberColumn("seeds", pinned=True, format="%d")
     config["run"] = st.column_config.LinkColumn("MLflow", display_text="open run",
                                                 help="The run's page in the MLflow UI.")
     config["rank"] = st.column_config.TextColumn("#", pinned=True, help="Rank within dataset and split; entries "
@@ -316,15 +331,13 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
         if i:
             st.caption(f"{len(cols) - 2} more column{'s' if len(cols) > 3 else ''} of the same entries, in the same "
                        "order (each table is as wide as the page):")
-        st.dataframe(shown[cols].style.format({k: f for k, f in formats.items() if k in cols and
-                                               k in shown.select_dtypes("number")}),
-                     column_config=config, hide_index=True, key=f"{key}_more{i}" if key and i else key)
+        st.dataframe(shown[cols], column_config=config, hide_index=True, key=f"{key}_more{i}" if key and i else key)
     return frame
 
 
 def with_dashes(frame: pd.DataFrame, config: dict, formats: dict) -> tuple[pd.DataFrame, dict]:
     """``frame`` for the grid: a number column with a missing value becomes its formatted text, "—" where missing,
-    right-aligned (the grid draws "None" for a missing number whatever a Styler says)."""
+    right-aligned (the grid draws "None" for a missing number whatever its format says)."""
     shown, config = frame.copy(), dict(config)
     for k, fmt in formats.items():
         if k in shown and shown[k].isna().any():

@@ -333,4 +333,4 @@ def test_counters_and_grounding_rank_with_intervals(rendered, page):
         pytest.skip("the generated store logs every declared bound")
     text = rendered[page]["text"]
     assert "no interval in the schema" not in text
-    assert "with its 90% interval" in text and "Pairwise P(A > B)" in text
+    assert "with its 90% interval" in text and "P(A > B)" in text  # the chart, and the tab of the pairwise one

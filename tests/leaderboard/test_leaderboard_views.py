@@ -51,6 +51,12 @@ def plotly_values(v) -> list[float]:
     return [float(x) for x in v]
 
 
+def open_figure(at: AppTest, family: str, tab: str) -> AppTest:
+    """Open the figure tab ``tab`` of ``family``'s section (only the open tab's figure is drawn) and rerun."""
+    at.session_state[f"f_{family}_figure"] = tab
+    return at.run()
+
+
 def chart(at: AppTest, key_part: str) -> dict:
     for c in at.get("plotly_chart"):
         if key_part in (c.proto.id or "") or key_part in c.proto.spec:
@@ -74,8 +80,9 @@ def test_numeracy_tasks_are_ranked_and_compared_apart(monkeypatch, two_tasks):
         spec = chart(at, "and its 95% interval")
         xs = [x for tr in spec["data"] if tr.get("error_x") for x in plotly_values(tr["x"])]
         assert sorted(xs) == pytest.approx(sorted(expected.numeracy_accuracy))  # one task's rows only
-        pair = chart(at, "P(A better than B)")
+        pair = chart(open_figure(at, "generators", "P(A > B)"), "P(A better than B)")
         assert len(pair["data"][0]["x"]) == len(MODELS)
+        open_figure(at, "generators", "Interval")
 
 
 def test_ranking_by_another_metric_keeps_its_interval_and_pairwise(monkeypatch, filled_index):
@@ -86,7 +93,8 @@ def test_ranking_by_another_metric_keeps_its_interval_and_pairwise(monkeypatch, 
     at.selectbox(key="f_acs_sort").set_value(other.key).run()
     assert not at.exception, [e.value for e in at.exception]
     assert chart(at, f"{other.display} and its")
-    assert chart(at, f"P(A better than B) by {other.display}")
+    assert chart(open_figure(at, "acs", "P(A > B)"), f"P(A better than B) by {other.display}")
+    assert len(at.get("plotly_chart")) == 1  # only the open tab's figure is drawn
     table = at.dataframe[0].value
     assert list(table.columns[:5]) == ["rank", "model", other.key, other.interval.low, other.interval.high]
     no_iv = next(m for m in load_schema().family_metrics("acs") if m.interval is None and m.higher_is_better)
@@ -148,7 +156,8 @@ def test_a_moved_store_still_shows_its_artifacts(monkeypatch, tmp_path):
     build_index(store.uri, tmp_path / "old" / "index.duckdb")
     shutil.move(tmp_path / "old", tmp_path / "new")  # the store and its index move together
     monkeypatch.delenv("COUNTBOARD_STORE", raising=False)
-    at = open_page(monkeypatch, tmp_path / "new" / "index.duckdb", "pages/counters.py")
+    at = open_figure(open_page(monkeypatch, tmp_path / "new" / "index.duckdb", "pages/counters.py"), "counters",
+                     "Density maps")
     assert not at.exception, [e.value for e in at.exception]
     assert at.get("image"), [i.value for i in at.info]
     assert "none of the selected runs has the artifact" not in " ".join(i.value for i in at.info)
@@ -161,8 +170,8 @@ def test_intervals_and_pairwise_compare_entries_of_one_dataset(monkeypatch, fill
                   .nunique() > 1)
     at = open_page(monkeypatch, db, f"pages/{family.page}.py", section=family.key)
     assert not at.exception, [e.value for e in at.exception]
-    for title in ("P(A better than B)", "and its"):
-        spec = chart(at, title)
+    for title, tab in (("P(A better than B)", "P(A > B)"), ("and its", "Interval")):
+        spec = chart(open_figure(at, family.key, tab), title)
         labels = {str(y) for tr in spec["data"] for y in (tr.get("y") if isinstance(tr.get("y"), list) else [])}
         datasets = {d for d in store.values.dataset.unique() if any(d in lab for lab in labels)}
         assert len(datasets) == 1, (title, labels)
