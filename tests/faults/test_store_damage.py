@@ -127,3 +127,19 @@ def test_recovery_copies_every_readable_row(tmp_path):
     per_page = 400 / len(leaves)
     assert 400 - 2 * per_page <= len(ids) < 400  # all but (about) the rows of the garbled leaf
     assert 0 in ids and 399 in ids
+
+
+def test_a_report_row_of_several_lines_is_named_in_one_line(tmp_path, monkeypatch):
+    """SQLite returns the problems of one b-tree as one row of several lines (``*** in database main ***`` then
+    ``On tree page …``): the refusal is still one line."""
+    db = tmp_path / "mlflow.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE t (x)")
+    row = "*** in database main ***\n" + "\n".join(f"On tree page 6 cell {c}: Rowid 68 out of order"
+                                                  for c in range(26, 10, -1))
+    monkeypatch.setattr(integrity, "_read", lambda db, pragma: ([row], {"runs"}, 1, None))
+    health = integrity.check_db(db)
+    assert health.kind == integrity.DAMAGED and "\n" not in health.detail
+    assert health.detail.startswith("SQLite's quick_check reports: On tree page 6 cell 26: Rowid 68 out of order; ")
+    assert health.detail.endswith("(16 problems)") and len(health.detail) < 360
+    assert "\n" not in str(integrity.refusal(db, health))

@@ -84,9 +84,11 @@ def _store_file_findings(where: StoreAddress) -> list[Finding]:
 
 def _recover(db: Path) -> None:
     from countboard.tracking.local_store import recover_store
+    from countboard.tracking.relocate import rewrite_locations
 
     aside, health = recover_store(db)
     print(f"recovered {db} ({health.runs} runs readable); the damaged file is kept as {aside}")
+    rewrite_locations(db)  # a recovered copy of a moved store points at its own folder too (one --fix repairs all)
 
 
 def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:

@@ -187,7 +187,12 @@ def check_db(db: Path, full: bool = False) -> Health:
         except sqlite3.DatabaseError as exc:  # malformed, not a database: the file itself
             return Health(DAMAGED, f"SQLite cannot read it ({exc})")
     if problems:
-        return Health(DAMAGED, f"SQLite's {pragma.split('(')[0]} reports: {'; '.join(problems)[:300]}")
+        lines = [line.strip() for p in problems for line in p.splitlines()  # one line: a row of the report can
+                 if line.strip() and not line.startswith("***")]  # hold several, under a `*** in database` title
+        text = "; ".join(lines)
+        if len(text) > 300:
+            text = text[:300].rsplit("; ", 1)[0] + f"; … ({len(lines)} problems)"
+        return Health(DAMAGED, f"SQLite's {pragma.split('(')[0]} reports: {text}")
     if not tables & {"experiments", "alembic_version", "runs"}:
         what = f"its tables are {', '.join(sorted(tables)[:5])}" if tables else "it has no tables"
         return Health(HALF if not tables else FOREIGN, f"it is an SQLite database but not an MLflow store ({what})",
