@@ -16,6 +16,7 @@ POINTS = {
     "checkpoint_write": "a checkpoint part written locally, not yet in the store",
     "log_params": "a cell's run created, its params not yet logged",
     "index_build": "the index copy written, not yet renamed over the index",
+    "image_write": "the first generated image saved in a task's image_dir, the next ones not yet",
 }
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import string
 from collections import Counter
 
 import numpy as np
@@ -15,52 +13,13 @@ from countboard.numeracy.datasets.prompts import Entity, PromptSpec, generate_pr
 from countboard.numeracy.models.diffusers_generator import DiffusersGenerator
 from countboard.numeracy.models.procedural import NumeracyErrors, ProceduralGenerator, drawable_nouns
 from countboard.numeracy.release import image_id
+from tests.fixtures.tiny_models import build_tiny_sd
 
 
 @pytest.fixture(scope="module")
 def tiny_sd_dir(tmp_path_factory):
     """A randomly initialised Stable Diffusion pipeline (UNet, VAE, CLIP text encoder) saved like a hub folder."""
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
-
-    root = tmp_path_factory.mktemp("tiny_sd")
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for c in string.ascii_lowercase + string.digits + ".,":
-        vocab[c] = len(vocab)
-        vocab[c + "</w>"] = len(vocab)
-    (root / "vocab.json").write_text(json.dumps(vocab))
-    (root / "merges.txt").write_text("#version: 0.2\n")
-    tokenizer = CLIPTokenizer(str(root / "vocab.json"), str(root / "merges.txt"), pad_token="<|endoftext|>",
-                              model_max_length=16)  # fmt: skip
-    torch.manual_seed(0)
-    text_encoder = CLIPTextModel(
-        CLIPTextConfig(
-            vocab_size=len(vocab),
-            hidden_size=16,
-            intermediate_size=32,
-            num_attention_heads=2,
-            num_hidden_layers=1,
-            max_position_embeddings=16,
-            bos_token_id=0,
-            eos_token_id=1,
-            pad_token_id=1,
-        )  # fmt: skip
-    )
-    unet = UNet2DConditionModel(
-        sample_size=8, in_channels=4, out_channels=4, block_out_channels=(8, 16), layers_per_block=1,
-        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-        cross_attention_dim=16, attention_head_dim=2, norm_num_groups=4,
-    )  # fmt: skip
-    vae = AutoencoderKL(
-        in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(8, 8), layers_per_block=1,
-        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2, norm_num_groups=4,
-    )  # fmt: skip
-    pipe = StableDiffusionPipeline(
-        vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet, scheduler=DDIMScheduler(),
-        safety_checker=None, feature_extractor=None, requires_safety_checker=False,
-    )  # fmt: skip
-    pipe.save_pretrained(root)
-    return root
+    return build_tiny_sd(tmp_path_factory.mktemp("tiny_sd"))
 
 
 def _specs(n: int) -> list[PromptSpec]:
@@ -161,3 +120,63 @@ def test_procedural_generator_rejects_undrawable_prompts():
     approx = generate_prompts(["approx-1-entity"], n_per_type=1)[0]
     with pytest.raises(ValueError, match="no exact counts"):
         gen.generate_batch([approx], [0])
+
+
+def test_images_are_rounded_on_the_device_as_the_pipelines_numpy_output_was(tiny_sd_dir):
+    gen = DiffusersGenerator(str(tiny_sd_dir), dtype="float32", steps=2, guidance=3.0, height=16, width=16,
+                             local_files_only=True, batch_size=3)  # fmt: skip
+    specs, seeds = _specs(3), [4, 5, 6]
+    got = np.stack([im.image for im in gen.generate_batch(specs, seeds)])
+    with torch.inference_mode():
+        out = gen.pipe(prompt=[s.prompt for s in specs], num_inference_steps=2, guidance_scale=3.0, height=16,
+                       width=16, generator=[torch.Generator().manual_seed(s) for s in seeds], output_type="np")
+    want = np.clip(np.asarray(out.images) * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    np.testing.assert_array_equal(got, want)
+
+
+def generate_into(sd_dir: str, image_dir: str, n: int) -> list[str]:
+    """``GeckoNumAutoEval.images`` of ``n`` prompts (seed 0) into ``image_dir``; the ids it generated."""
+    from countboard.numeracy.datasets.prompts import PromptSet
+    from countboard.numeracy.tasks.geckonum import GeckoNumAutoEval
+
+    made = []
+
+    class Spy(DiffusersGenerator):
+        def generate_batch(self, prompts, seeds):
+            made.extend(image_id(p.prompt_id, s) for p, s in zip(prompts, seeds, strict=True))
+            return super().generate_batch(prompts, seeds)
+
+    gen = Spy(sd_dir, dtype="float32", steps=2, guidance=1.0, height=16, width=16, local_files_only=True,
+              batch_size=2)
+    task = GeckoNumAutoEval(evaluator={"_target_": "countboard.counting.models.oracle.OracleCounter"}, seeds=[0],
+                            image_dir=image_dir)
+    task.images(gen, PromptSet(_specs(n)), [image_id(i, 0) for i in range(n)])
+    return made
+
+
+@pytest.mark.slow
+def test_a_killed_generation_resumes_at_the_next_image(tiny_sd_dir, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from PIL import Image
+
+    repo = Path(__file__).resolve().parents[3]
+    code = (f"from tests.numeracy.models.test_generators import generate_into; "
+            f"generate_into({str(tiny_sd_dir)!r}, {str(tmp_path / 'images')!r}, 6)")
+    env = {**os.environ, "COUNTBOARD_FAILPOINT": "image_write", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "images").glob("*.png")] == [f"{image_id(0, 0)}.png"]
+    made = generate_into(str(tiny_sd_dir), str(tmp_path / "images"), 6)
+    assert made == [image_id(i, 0) for i in range(1, 6)]  # the saved image is read back, the others made
+    fresh = generate_into(str(tiny_sd_dir), str(tmp_path / "fresh"), 6)
+    assert len(fresh) == 6
+    for i in range(6):  # the resumed batches are [1, 2], [3, 4], [5], the fresh ones [0, 1], [2, 3], [4, 5]: the
+        name = f"{image_id(i, 0)}.png"  # batched math may round a pixel one level apart, never more
+        resumed = np.asarray(Image.open(tmp_path / "images" / name)).astype(int)
+        assert np.abs(resumed - np.asarray(Image.open(tmp_path / "fresh" / name))).max() <= 1
+    assert not list((tmp_path / "images").glob(".*.tmp"))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ from countboard.numeracy.release import image_id, read_annotations
 from countboard.numeracy.scoring import score_annotations
 from countboard.numeracy.tasks.geckonum_bcc import bcc_cells, bcc_report
 from countboard.results import RunContext, Task, TaskResult
+from countboard.tracking import failpoints
 from countboard.tracking import tags as tg
 from countboard.tracking.tags import RunTags
 
@@ -238,19 +240,12 @@ class GeckoNumAutoEval(Task):
         return GeneratedImage(spec, seed, np.asarray(Image.open(path).convert("RGB")), side.get("drawn"),
                               {"points": points})  # fmt: skip
 
-    def _store(self, im: GeneratedImage) -> None:
-        if self.image_dir is None:
-            return
-        self.image_dir.mkdir(parents=True, exist_ok=True)
-        path = self.image_dir / f"{image_id(im.prompt.prompt_id, im.seed)}.png"
-        Image.fromarray(im.image).save(path)
-        points = {k: np.asarray(v).tolist() for k, v in im.meta.get("points", {}).items()}
-        path.with_suffix(".json").write_text(json.dumps({"drawn": im.drawn_counts, "points": points}))
-
     def images(
         self, model: Generator, dataset: PromptSet, unit_ids: Sequence[str]
     ) -> dict[str, GeneratedImage]:
-        """Generated (or cached) images of the units, generated in batches of the model's ``batch_size``."""
+        """Generated (or cached) images of the units, generated in batches of the model's ``batch_size``; with
+        ``image_dir`` each image is saved as soon as its batch is made (by a writer thread, while the next batch
+        is generated), so a killed job resumes at the next image."""
         out: dict[str, GeneratedImage] = {}
         todo: list[tuple[PromptSpec, int]] = []
         for u in unit_ids:
@@ -261,11 +256,12 @@ class GeckoNumAutoEval(Task):
                 out[u] = cached
             else:
                 todo.append((spec, seed))
-        for start in range(0, len(todo), model.batch_size):
-            chunk = todo[start : start + model.batch_size]
-            for im in model.generate_batch([p for p, _ in chunk], [s for _, s in chunk]):
-                self._store(im)
-                out[image_id(im.prompt.prompt_id, im.seed)] = im
+        with ImageWriter(self.image_dir) as writer:
+            for start in range(0, len(todo), model.batch_size):
+                chunk = todo[start : start + model.batch_size]
+                for im in model.generate_batch([p for p, _ in chunk], [s for _, s in chunk]):
+                    writer.put(im)
+                    out[image_id(im.prompt.prompt_id, im.seed)] = im
         return out
 
     def run_units(
@@ -397,6 +393,53 @@ class GeckoNumAutoEval(Task):
                 zf.writestr(f"{u}.png", buf.getvalue())
                 rows.append(annotation_row(u, im))
         return {"annotation_images.zip": path}, pd.DataFrame(rows, columns=ANNOTATION_COLUMNS)
+
+
+class ImageWriter:
+    """Saves generated images into ``image_dir`` (None: saves nothing) on one thread beside the generator.
+
+    Each image is ``<image id>.png`` with its side file ``<image id>.json`` (what the generator drew), both
+    written under a temporary name and renamed, the side file first: a PNG is there only when whole, so a job
+    killed while writing reads every image it finds and makes the others again. PNGs are compressed at level 1
+    (lossless like any level; the encoder's time is most of the write). Leaving the block waits for the writes and
+    raises the first that failed.
+    """
+
+    def __init__(self, image_dir: Path | None):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.image_dir = image_dir
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="image-writer") if image_dir is not None else None
+        self._pending: list = []
+        if image_dir is not None:
+            image_dir.mkdir(parents=True, exist_ok=True)
+
+    def put(self, im: GeneratedImage) -> None:
+        if self._pool is not None:
+            self._pending.append(self._pool.submit(self._write, im))
+
+    def _write(self, im: GeneratedImage) -> None:
+        path = self.image_dir / f"{image_id(im.prompt.prompt_id, im.seed)}.png"
+        points = {k: np.asarray(v).tolist() for k, v in im.meta.get("points", {}).items()}
+        side, tmp_side = path.with_suffix(".json"), path.with_name(f".{path.stem}.json.tmp")
+        tmp_side.write_text(json.dumps({"drawn": im.drawn_counts, "points": points}))
+        os.replace(tmp_side, side)
+        tmp = path.with_name(f".{path.stem}.png.tmp")
+        Image.fromarray(im.image).save(tmp, format="PNG", compress_level=1)
+        os.replace(tmp, path)
+        failpoints.hit("image_write")
+
+    def __enter__(self) -> ImageWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is None:
+            return
+        try:
+            for future in self._pending:
+                future.result()
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 def annotation_row(image_id: str, im: GeneratedImage) -> dict:
