@@ -3,8 +3,8 @@
 Both modes run on the same counter object and the same (image, class) pairs, side by side in one process:
 
 - ``cached``: the code of ``PracoNegative.run_units`` — ``encode_images`` once per batch of images, then one
-  ``decode`` call per image with every class name of the split;
-- ``per_pair``: ``counter.density([image], [class])`` for every pair (the image encoder runs for every pair).
+  ``decode_counts`` call for every (image, class name) pair of the batch;
+- ``per_pair``: ``counter.count([image], [class])`` for every pair (the image encoder runs for every pair).
 
 Counters: ``clipseg`` (randomly initialised at the size of CIDAS/clipseg-rd64-refined: ViT-B/16 vision encoder at
 352 px, 12-layer text encoder, 3-layer decoder), ``shapecount`` (the trained checkpoint under
@@ -119,17 +119,20 @@ def build_shapecount(tmp: Path, data_dir: Path, classes: list[str], device: str 
 
 
 def run_cached(counter: Counter, items, classes, batch_size: int) -> np.ndarray:
-    """The negative-label task's loop: encode a batch of images once, decode each image with every class."""
+    """The negative-label task's loop (``prompt_every_class``): encode a batch of images once, then count every
+    (image, class) pair of the batch in one ``decode_counts`` call."""
     counts = []
     for start in range(0, len(items), batch_size):
         chunk = items[start:start + batch_size]
-        for feat in counter.encode_images(chunk):
-            counts.append([float(m.sum()) for m in counter.decode([feat] * len(classes), classes)])
+        feats = counter.encode_images(chunk)
+        flat = counter.decode_counts([f for f in feats for _ in classes], list(classes) * len(chunk))
+        counts.extend(np.asarray(flat, dtype=np.float64).reshape(len(chunk), len(classes)))
     return np.array(counts)
 
 
 def run_per_pair(counter: Counter, items, classes) -> np.ndarray:
-    return np.array([[float(counter.density([it], [c])[0].sum()) for c in classes] for it in items])
+    """``counter.count([image], [class])`` for every pair (the image is preprocessed and encoded every time)."""
+    return np.array([[float(counter.count([it], [c])[0]) for c in classes] for it in items])
 
 
 def _clear_text_cache(counter: Counter) -> None:

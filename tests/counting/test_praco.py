@@ -61,12 +61,18 @@ class SpyOracle(OracleCounter):
         self.decoded.append(list(prompts))
         return super().decode(features, prompts)
 
+    def decode_counts(self, features, prompts):
+        self.decoded.append(list(prompts))
+        return super().decode_counts(features, prompts)
+
 
 def test_negative_encodes_once_and_decodes_all_prompts(shapes, ctx):
     spy = SpyOracle()
     records, result = run(PracoNegative(), spy, shapes, ctx)
     assert sorted(spy.encoded) == sorted(shapes.image_ids)
-    assert spy.decoded == [shapes.classes] * len(shapes)
+    # counts only: one decode_counts call per batch of images, with every class name for each image of the batch
+    assert [p for call in spy.decoded for p in call] == list(shapes.classes) * len(shapes)
+    assert len(spy.decoded) == -(-len(shapes) // ctx.batch_size)
     assert len(records) == 10 and all(len(r["counts"]) == 5 for r in records)
     assert result.metrics["nmn"] == 0.0 and result.metrics["pccn"] == 100.0
     assert result.metrics["mae"] == 0.0 and result.metrics["n_gt_zero"] == 0

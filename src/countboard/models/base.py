@@ -7,6 +7,7 @@ return are in ``countboard.items``; nothing here knows a domain.
 Counters map (image, prompt) pairs to density maps whose sum is the count. A counter that can encode an image once
 and decode many prompts overrides ``encode_images`` and ``decode``; tasks that prompt one image with many classes
 (the negative-label test) call ``encode_images`` once per image and ``decode`` with all prompts of that image.
+Tasks that need counts only call ``decode_counts``, which counters implement without maps at image resolution.
 """
 
 from __future__ import annotations
@@ -55,14 +56,23 @@ class Counter(ABC):
     def decode(self, features: Sequence[Any], prompts: Sequence[str]) -> list[np.ndarray]:
         """Density maps for pairs ``(features[i], prompts[i])``: each ``(H, W)`` float32 at image resolution."""
 
+    def decode_counts(self, features: Sequence[Any], prompts: Sequence[str]) -> np.ndarray:
+        """Counts of the pairs ``(features[i], prompts[i])``: ``map_count`` of what ``decode`` returns.
+
+        Counters override it to count without building maps at image resolution (one transfer from the device
+        for the whole batch); the counts must equal ``map_count`` of the maps.
+        """
+        return np.array([map_count(m) for m in self.decode(features, prompts)], dtype=np.float64)
+
     def density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
         """Density maps of ``items[i]`` prompted with ``prompts[i]`` (encode then decode)."""
         check_one_prompt_each(items, prompts)
         return self.decode(self.encode_images(items), prompts)
 
     def count(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> np.ndarray:
-        """Counts of ``items[i]`` prompted with ``prompts[i]`` (``map_count`` of each density map)."""
-        return np.array([map_count(m) for m in self.density(items, prompts)])
+        """Counts of ``items[i]`` prompted with ``prompts[i]`` (encode then ``decode_counts``)."""
+        check_one_prompt_each(items, prompts)
+        return self.decode_counts(self.encode_images(items), prompts)
 
     @classmethod
     def preflight(cls, node: Mapping[str, Any]) -> None:

@@ -27,3 +27,8 @@ class ClassBlindCounter(Counter):
     def decode(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
         check_one_prompt_each(features, prompts)
         return [points_to_density(item.all_points, item.size) for item in features]
+
+    def decode_counts(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> np.ndarray:
+        """The number of annotated points of every class (unit mass each in ``decode``'s map)."""
+        check_one_prompt_each(features, prompts)
+        return np.array([len(np.asarray(item.all_points).reshape(-1, 2)) for item in features], dtype=np.float64)

@@ -1,6 +1,7 @@
 """CLIPSeg (text-prompted segmentation) as a map counter.
 
-The frozen CLIP vision encoder runs once per image (``encode_images`` keeps the activations the decoder reads);
+The frozen CLIP vision encoder runs once per image (``encode_images`` keeps the activations the decoder reads),
+on pixels resized and normalised on the model's device (``countboard.models.preprocess.vit_pixel_values``);
 ``decode`` embeds the distinct prompts in one text batch (cached across calls) and runs the light FiLM-conditioned
 decoder over all prompts of an image in one batch.
 
@@ -11,7 +12,9 @@ every 8-connected region of at least ``min_region_frac`` of the image area is ta
 mass, spread over the region in proportion to its probabilities (``p / sum of p over the region``). The map thus
 still shows where CLIPSeg looked, its halves integrate to the counts of the mosaic test, and the total is the
 number of regions. Touching objects merge into one region, so crowded scenes are under-counted; the threshold is
-a config value so it can be tuned on a validation split.
+a config value so it can be tuned on a validation split. ``decode_counts`` labels the regions on the model's
+device (``regions.py``) and reads the counts of a whole batch in one transfer; ``decode`` builds the maps on the
+host.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ import torch
 from scipy import ndimage
 
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
+from countboard.counting.models.regions import finish_counts, region_counts
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
+from countboard.models.preprocess import vit_pixel_values
+from countboard.models.transfer import to_host
 
 #: 8-connected within each map of a (C, H, W) stack, nothing across maps.
 _IN_PLANE = np.zeros((3, 3, 3), dtype=bool)
@@ -133,8 +139,8 @@ class ClipSegCounter(Counter):
         feats: list[ClipSegImageFeatures] = []
         for start in range(0, len(items), self.image_batch_size):
             batch = items[start:start + self.image_batch_size]
-            pixels = self.processor.image_processor(images=[it.image for it in batch], return_tensors="pt")
-            out = self.model.clip.get_image_features(pixel_values=pixels["pixel_values"].to(self.device),
+            pixels = vit_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
+            out = self.model.clip.get_image_features(pixel_values=pixels,
                                                      interpolate_pos_encoding=True, output_hidden_states=True)
             layers = [out.hidden_states[i + 1] for i in self.model.extract_layers]
             for b, it in enumerate(batch):
@@ -166,14 +172,40 @@ class ClipSegCounter(Counter):
         return out
 
     @torch.inference_mode()
+    def decode_counts(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> np.ndarray:
+        """The number of counted regions of each pair, labelled on the device (``regions.region_counts``); one
+        transfer for the batch. ``decode``'s maps sum to these counts (up to float32 rounding of the maps)."""
+        check_one_prompt_each(features, prompts, "image features", "pair")
+        groups = group_by_image(features)
+        found = []
+        for feat, idx in groups:
+            probs = self.device_probabilities(feat, [prompts[i] for i in idx])
+            h, w = feat.size
+            min_region = int(np.ceil(self.min_region_frac * h * w))
+            found.append((probs, min_region, *region_counts(probs, self.mask_threshold, min_region)))
+        host = to_host([t for _, _, counts, settled, _, _ in found for t in (counts, settled)])
+        out = np.zeros(len(prompts), dtype=np.float64)
+        for g, ((_, idx), (probs, min_region, _, _, labels, mask)) in enumerate(zip(groups, found, strict=True)):
+            counts = host[2 * g]
+            if not bool(host[2 * g + 1]):
+                (counts,) = to_host([finish_counts(probs, labels, mask, min_region)])
+            out[idx] = counts
+        return out
+
+    @torch.inference_mode()
+    def device_probabilities(self, features: ClipSegImageFeatures, prompts: Sequence[str]) -> torch.Tensor:
+        """:meth:`probabilities` left on the model's device (float32)."""
+        logits = self.logits(features, prompts)
+        h, w = features.size
+        up = torch.nn.functional.interpolate(logits[:, None].float(), size=(h, w), mode="bilinear",
+                                             align_corners=False)[:, 0]
+        return torch.sigmoid(up)
+
+    @torch.inference_mode()
     def probabilities(self, features: ClipSegImageFeatures, prompts: Sequence[str]) -> np.ndarray:
         """``(len(prompts), H, W)`` foreground probabilities at image size: logits resized bilinearly, then sigmoid.
 
         At the model's output size this is exactly ``sigmoid(logits)`` of transformers' CLIPSeg; the resize comes
         before the sigmoid so the probabilities stay smooth logistic functions of interpolated evidence.
         """
-        logits = self.logits(features, prompts)
-        h, w = features.size
-        up = torch.nn.functional.interpolate(logits[:, None].float(), size=(h, w), mode="bilinear",
-                                             align_corners=False)[:, 0]
-        return torch.sigmoid(up).cpu().numpy()
+        return self.device_probabilities(features, prompts).cpu().numpy()

@@ -6,7 +6,10 @@ Detections above a score threshold (strictly, as transformers' post-processing) 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import torch
 
 from countboard.models.base import boxes_to_density
 
@@ -110,3 +113,83 @@ def detections_to_density(boxes: np.ndarray, scores: np.ndarray, size: tuple[int
     """
     kept, _ = select_detections(boxes, scores, size, score_threshold, nms_iou)
     return boxes_to_density(kept, None, size)
+
+
+def boxes_from_cxcywh(boxes: torch.Tensor, scale_hw: torch.Tensor) -> torch.Tensor:
+    """:func:`cxcywh_to_yxyx` on the device: ``(..., 4)`` normalised boxes and ``(..., 2)`` pixel ``(H, W)`` scales
+    to float64 pixel ``(y0, x0, y1, x1)`` (the same float64 operations, so the same values)."""
+    b = boxes.to(torch.float64)
+    h, w = scale_hw[..., 0:1].to(torch.float64), scale_hw[..., 1:2].to(torch.float64)
+    cx, cy, bw, bh = b[..., 0:1] * w, b[..., 1:2] * h, b[..., 2:3] * w, b[..., 3:4] * h
+    return torch.cat([cy - bh / 2, cx - bw / 2, cy + bh / 2, cx + bw / 2], dim=-1)
+
+
+def batched_iou(boxes: torch.Tensor) -> torch.Tensor:
+    """``(N, K, K)`` IoU within each of ``N`` sets of ``(K, 4)`` boxes ``(y0, x0, y1, x1)`` (``pairwise_iou``'s
+    arithmetic, in the boxes' dtype)."""
+    a, b = boxes[:, :, None, :], boxes[:, None, :, :]
+    ih = (torch.minimum(a[..., 2], b[..., 2]) - torch.maximum(a[..., 0], b[..., 0])).clamp(min=0)
+    iw = (torch.minimum(a[..., 3], b[..., 3]) - torch.maximum(a[..., 1], b[..., 1])).clamp(min=0)
+    inter = ih * iw
+    area = (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
+    union = area[:, :, None] + area[:, None, :] - inter
+    return torch.where(union > 0, inter / torch.where(union > 0, union, torch.ones_like(union)),
+                       torch.zeros_like(union))
+
+
+def nms_steps(keep: torch.Tensor, valid: torch.Tensor, suppresses: torch.Tensor, steps: int
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``steps`` rounds of the greedy-NMS fixpoint, and whether the last round changed nothing (a 0-d tensor).
+
+    ``suppresses[n, j, i]`` is True when box ``j`` ranks before box ``i`` and overlaps it too much. One round keeps
+    a valid box when no kept box suppresses it. Box ``i``'s decision depends only on boxes ranked before it, so
+    after ``r`` rounds the first ``r`` decisions equal greedy NMS, and a round that changes nothing has reached
+    greedy NMS for every box (its unique fixpoint; the "Cluster-NMS" iteration). Nothing here waits for the device.
+    """
+    weights = suppresses.to(torch.float32)
+    settled = torch.zeros((), dtype=torch.bool, device=keep.device)
+    for _ in range(steps):
+        nxt = valid & ~(torch.bmm(keep.to(torch.float32)[:, None, :], weights)[:, 0] > 0)
+        settled = (nxt == keep).all()
+        keep = nxt
+    return keep, settled
+
+
+def select_detections_batched(boxes: torch.Tensor, scores: torch.Tensor, sizes: torch.Tensor,
+                              score_threshold: float, nms_iou: float, steps: int = 8
+                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`select_detections` of ``N`` pairs at once on their device, without waiting for it.
+
+    Args:
+        boxes: ``(N, K, 4)`` float64 pixel boxes ``(y0, x0, y1, x1)``.
+        scores: ``(N, K)`` scores.
+        sizes: ``(N, 2)`` image ``(H, W)``.
+        score_threshold, nms_iou: As in :func:`select_detections`.
+        steps: Fixpoint rounds run before the caller looks (more are run if the result had not settled).
+
+    Returns:
+        ``order`` ``(N, K)`` (best score first, ties in index order as a stable sort), ``keep`` ``(N, K)`` in that
+        order, and ``settled`` (0-d bool). Read what is needed of them in one transfer; when ``settled`` is False
+        (a suppression chain longer than ``steps``: rare) call again with ``steps=K``, which always settles.
+    """
+    s = scores.to(torch.float64)
+    cy, cx = (boxes[..., 0] + boxes[..., 2]) / 2, (boxes[..., 1] + boxes[..., 3]) / 2
+    h, w = sizes[:, 0:1].to(torch.float64), sizes[:, 1:2].to(torch.float64)
+    valid = (s > score_threshold) & (cy >= 0) & (cy < h) & (cx >= 0) & (cx < w)
+    key = torch.where(valid, s, torch.full_like(s, -math.inf))
+    order = torch.sort(key, dim=1, descending=True, stable=True).indices
+    valid = valid.gather(1, order)
+    if nms_iou >= 1 or boxes.shape[1] < 2:
+        return order, valid, torch.ones((), dtype=torch.bool, device=boxes.device)
+    ranked = boxes.gather(1, order[..., None].expand(-1, -1, 4))
+    k = boxes.shape[1]
+    before = torch.ones((k, k), dtype=torch.bool, device=boxes.device).triu(1)
+    suppresses = (batched_iou(ranked) > nms_iou) & before & valid[:, :, None]
+    keep, settled = nms_steps(valid, valid, suppresses, steps)
+    return order, keep, settled
+
+
+def ranked_detections(boxes: torch.Tensor, scores: torch.Tensor, order: torch.Tensor, keep: torch.Tensor
+                      ) -> list[torch.Tensor]:
+    """Boxes and float64 scores in ``order`` (best first), and ``keep``: what ``detect`` reads of a selection."""
+    return [boxes.gather(1, order[..., None].expand(-1, -1, 4)), scores.gather(1, order).to(torch.float64), keep]

@@ -11,7 +11,8 @@ and would change the negative-label test. A box is counted when its best token p
 ``box_threshold`` and ``text_threshold`` (HF's post-processing keeps boxes above ``box_threshold`` and uses
 ``text_threshold`` only to name them: a box no token of which passes ``text_threshold`` has no label there, and is
 not counted here); kept boxes whose centre lies in the image then go through NMS and become unit masses at their
-centres. With ``text_threshold <= box_threshold`` and NMS off, the boxes and scores equal transformers'
+centres. The selection runs for all pairs of a call at once on the device (``select_detections_batched``), read
+in one transfer. With ``text_threshold <= box_threshold`` and NMS off, the boxes and scores equal transformers'
 ``post_process_grounded_object_detection``. At most ``num_queries`` (900) objects can be counted.
 """
 
@@ -24,11 +25,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from countboard.counting.models.detect_count import cxcywh_to_yxyx, select_detections
+from countboard.counting.models.detect_count import (
+    boxes_from_cxcywh,
+    ranked_detections,
+    select_detections_batched,
+)
 from countboard.counting.models.prompt_batching import group_by_image
 from countboard.items import ImageItem
 from countboard.models.base import Counter, boxes_to_density, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
+from countboard.models.transfer import to_host
 
 
 @dataclass
@@ -111,8 +117,9 @@ class GroundingDinoCounter(Counter):
         return feats
 
     @torch.inference_mode()
-    def scores_and_boxes(self, feat: DinoImageFeatures, prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Box scores ``(Q, N)`` and normalised ``(cx, cy, w, h)`` boxes ``(Q, N, 4)`` for one image's prompts.
+    def scores_and_boxes(self, feat: DinoImageFeatures, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Box scores ``(Q, N)`` and normalised ``(cx, cy, w, h)`` boxes ``(Q, N, 4)`` for one image's prompts (on
+        the device).
 
         The prompts must tokenize to the same length (see ``_same_length_chunks``).
         """
@@ -126,7 +133,7 @@ class GroundingDinoCounter(Counter):
         finally:
             self._backbone.cached = None
         scores = torch.sigmoid(out.logits.float()).max(dim=-1).values
-        return scores.cpu().numpy(), out.pred_boxes.float().cpu().numpy()
+        return scores, out.pred_boxes.float()
 
     def _same_length_chunks(self, texts: list[str], idx: list[int]) -> list[list[int]]:
         """Pair indices in chunks of prompts with the same token length.
@@ -142,22 +149,42 @@ class GroundingDinoCounter(Counter):
                 for k in range(0, len(group), self.prompt_batch_size)]
 
     @torch.inference_mode()
-    def detect(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]
-               ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Counted detections per (image, prompt) pair: pixel boxes ``(y0, x0, y1, x1)`` and scores.
-
-        Fusion encoder + decoder once per chunk of an image's prompts, over the cached backbone output.
-        """
+    def _kept(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str], fetch) -> list[np.ndarray]:
+        """Fusion encoder + decoder once per chunk of an image's prompts, over the cached backbone output; then
+        the selection of every pair at once on the device and ``fetch(boxes, scores, order, keep)`` read in one
+        transfer."""
         check_one_prompt_each(features, prompts, "image features", "pair")
         threshold = max(self.box_threshold, self.text_threshold)
-        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(prompts)
+        scores: list[torch.Tensor | None] = [None] * len(prompts)
+        boxes: list[torch.Tensor | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             for chunk in self._same_length_chunks([prompts[i] for i in idx], idx):
-                scores, boxes = self.scores_and_boxes(feat, [prompts[i] for i in chunk])
+                sc, bx = self.scores_and_boxes(feat, [prompts[i] for i in chunk])
                 for q, i in enumerate(chunk):
-                    pix = cxcywh_to_yxyx(boxes[q], feat.size)
-                    out[i] = select_detections(pix, scores[q], feat.size, threshold, self.nms_iou)
-        return out
+                    scores[i], boxes[i] = sc[q], bx[q]
+        sizes = torch.tensor([f.size for f in features], dtype=torch.float64, device=boxes[0].device)
+        pix = boxes_from_cxcywh(torch.stack(boxes), sizes[:, None, :])
+        score = torch.stack(scores)
+        order, keep, settled = select_detections_batched(pix, score, sizes, threshold, self.nms_iou)
+        host = to_host([settled, *fetch(pix, score, order, keep)])
+        if not bool(host[0]):
+            order, keep, _ = select_detections_batched(pix, score, sizes, threshold, self.nms_iou,
+                                                       steps=pix.shape[1])
+            host = to_host([settled, *fetch(pix, score, order, keep)])
+        return host[1:]
+
+    def detect(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]
+               ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Counted detections per (image, prompt) pair: pixel boxes ``(y0, x0, y1, x1)`` and scores, best first."""
+        ranked_boxes, ranked_scores, keep = self._kept(features, prompts, ranked_detections)
+        return [(b[k], s[k]) for b, s, k in zip(ranked_boxes, ranked_scores, keep, strict=True)]
+
+    def decode_counts(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]) -> np.ndarray:
+        """The number of counted detections of each pair (one transfer for the batch)."""
+        if not prompts:
+            return np.zeros(0)
+        (counts,) = self._kept(features, prompts, lambda b, s, o, keep: [keep.sum(dim=1)])
+        return counts.astype(np.float64)
 
     def decode(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
         """Unit mass at the centre of each counted detection."""

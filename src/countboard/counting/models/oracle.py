@@ -28,11 +28,19 @@ class OracleCounter(Counter):
         [2.0, 0.0]
     """
 
+    @staticmethod
+    def _points(item: ImageItem, prompt: str) -> np.ndarray:
+        wanted = normalise_class(prompt)
+        pts = [np.asarray(p).reshape(-1, 2) for c, p in item.points.items() if normalise_class(c) == wanted]
+        return np.concatenate(pts) if pts else np.zeros((0, 2))
+
     def decode(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
         check_one_prompt_each(features, prompts)
-        maps = []
-        for item, prompt in zip(features, prompts, strict=True):
-            wanted = normalise_class(prompt)
-            pts = [p for c, p in item.points.items() if normalise_class(c) == wanted]
-            maps.append(points_to_density(np.concatenate(pts) if pts else np.zeros((0, 2)), item.size))
-        return maps
+        return [points_to_density(self._points(item, prompt), item.size)
+                for item, prompt in zip(features, prompts, strict=True)]
+
+    def decode_counts(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> np.ndarray:
+        """The number of annotated points of the prompted class (every point has unit mass in ``decode``'s map)."""
+        check_one_prompt_each(features, prompts)
+        return np.array([len(self._points(item, prompt)) for item, prompt in zip(features, prompts, strict=True)],
+                        dtype=np.float64)

@@ -1,12 +1,15 @@
 """OWLv2 (open-vocabulary detector) as a detect-then-count counter.
 
 The ViT image encoder runs once per image (``encode_images``) and yields, per patch, the class-head input and a
-predicted box. ``decode`` embeds the distinct prompts in one text batch (cached across calls) and scores every
-patch of an image against all of its prompts in one class-head call. Patches scoring above ``score_threshold``
-whose box centre lies in the image (not in the square padding) and that survive NMS are counted as one object
-each, with unit mass at the box centre. Scores and boxes equal transformers' ``zero-shot-object-detection``
-pipeline and ``post_process_object_detection`` on the same inputs; the centre test and NMS are the intended
-differences (docs/counters.md).
+predicted box; the images are resized, padded and normalised on the model's device
+(``countboard.models.preprocess.owlv2_pixel_values``, equal to the processor's within float rounding). ``decode``
+embeds the distinct prompts in one text batch (cached across calls) and scores every patch of an image against all
+of its prompts in one class-head call. Patches scoring above ``score_threshold`` whose box centre lies in the image
+(not in the square padding) and that survive NMS are counted as one object each, with unit mass at the box centre.
+Thresholding, the centre test and NMS run for all pairs of a batch at once on the device
+(``detect_count.select_detections_batched``), with one transfer to the host per batch. Scores and boxes equal
+transformers' ``zero-shot-object-detection`` pipeline and ``post_process_object_detection`` on the same inputs; the
+centre test and NMS are the intended differences (docs/counters.md).
 """
 
 from __future__ import annotations
@@ -17,25 +20,31 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from countboard.counting.models.detect_count import cxcywh_to_yxyx, select_detections
+from countboard.counting.models.detect_count import (
+    boxes_from_cxcywh,
+    ranked_detections,
+    select_detections_batched,
+)
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
 from countboard.items import ImageItem
 from countboard.models.base import Counter, boxes_to_density, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
+from countboard.models.preprocess import owlv2_pixel_values
+from countboard.models.transfer import to_host
 
 
 @dataclass
 class OwlImageFeatures:
-    """What OWLv2 keeps of one image between prompts.
+    """What OWLv2 keeps of one image between prompts (on the model's device).
 
     Attributes:
         patch_feats: ``(P, D)`` patch embeddings (the class head's input).
-        boxes: ``(P, 4)`` pixel boxes ``(y0, x0, y1, x1)`` in the original image.
+        boxes: ``(P, 4)`` float64 pixel boxes ``(y0, x0, y1, x1)`` in the original image.
         size: ``(H, W)`` of the original image.
     """
 
     patch_feats: torch.Tensor
-    boxes: np.ndarray
+    boxes: torch.Tensor
     size: tuple[int, int]
 
 
@@ -81,38 +90,64 @@ class Owlv2Counter(Counter):
 
     @torch.inference_mode()
     def encode_images(self, items: Sequence[ImageItem]) -> list[OwlImageFeatures]:
-        """Run the vision encoder and the box head once per image."""
+        """Preprocess on the device, run the vision encoder and the box head once per image."""
         feats: list[OwlImageFeatures] = []
         for start in range(0, len(items), self.image_batch_size):
             batch = items[start:start + self.image_batch_size]
-            pixels = self.processor.image_processor(images=[it.image for it in batch], return_tensors="pt")
-            feature_map, _ = self.model.image_embedder(pixel_values=pixels["pixel_values"].to(self.device))
+            pixels = owlv2_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
+            feature_map, _ = self.model.image_embedder(pixel_values=pixels)
             b, gh, gw, d = feature_map.shape
             patch_feats = feature_map.reshape(b, gh * gw, d)
-            pred_boxes = self.model.box_predictor(patch_feats, feature_map).float().cpu().numpy()
-            for it, pf, pb in zip(batch, patch_feats, pred_boxes, strict=True):
-                side = float(max(it.size))  # the processor pads to a square at the bottom/right
-                feats.append(OwlImageFeatures(pf, cxcywh_to_yxyx(pb, (side, side)), it.size))
+            pred_boxes = self.model.box_predictor(patch_feats, feature_map).float()
+            side = torch.tensor([[float(max(it.size))] * 2 for it in batch], dtype=torch.float64,
+                                device=pred_boxes.device)  # the processor pads to a square at the bottom/right
+            boxes = boxes_from_cxcywh(pred_boxes, side[:, None, :])
+            feats.extend(OwlImageFeatures(pf, bx, it.size) for it, pf, bx in zip(batch, patch_feats, boxes,
+                                                                                  strict=True))
         return feats
 
     @torch.inference_mode()
-    def detect(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]
-               ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Counted detections per (image, prompt) pair: pixel boxes ``(y0, x0, y1, x1)`` and scores.
-
-        One class-head call per distinct image, over all of that image's prompts.
-        """
+    def _selected(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]):
+        """Boxes, scores, ``order``, ``keep`` and ``settled`` of every pair, on the device (nothing waits)."""
         check_one_prompt_each(features, prompts, "image features", "pair")
-        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(prompts)
+        scores: list[torch.Tensor | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             queries = self._text([prompts[i] for i in idx])
             logits, _ = self.model.class_predictor(feat.patch_feats[None], queries[None])
-            scores = torch.sigmoid(logits[0].float()).cpu().numpy()  # (P, Q)
+            probs = torch.sigmoid(logits[0].float())  # (P, Q)
             for q, i in enumerate(idx):
-                out[i] = select_detections(feat.boxes, scores[:, q], feat.size, self.score_threshold, self.nms_iou)
-        return out
+                scores[i] = probs[:, q]
+        boxes = torch.stack([f.boxes for f in features])
+        sizes = torch.tensor([f.size for f in features], dtype=torch.float64, device=boxes.device)
+        score = torch.stack(scores)
+        order, keep, settled = select_detections_batched(boxes, score, sizes, self.score_threshold, self.nms_iou)
+        return boxes, score, sizes, order, keep, settled
+
+    def _kept(self, features, prompts, fetch):
+        """``fetch(boxes, scores, order, keep)`` -> tensors read in one transfer (again if NMS had not settled)."""
+        boxes, score, sizes, order, keep, settled = self._selected(features, prompts)
+        host = to_host([settled, *fetch(boxes, score, order, keep)])
+        if not bool(host[0]):
+            order, keep, _ = select_detections_batched(boxes, score, sizes, self.score_threshold, self.nms_iou,
+                                                       steps=boxes.shape[1])
+            host = to_host([torch.ones((), dtype=torch.bool), *fetch(boxes, score, order, keep)])
+        return host[1:]
+
+    def detect(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]
+               ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Counted detections per (image, prompt) pair: pixel boxes ``(y0, x0, y1, x1)`` and scores, best first."""
+        ranked_boxes, ranked_scores, keep = self._kept(features, prompts, ranked_detections)
+        return [(b[k], s[k]) for b, s, k in zip(ranked_boxes, ranked_scores, keep, strict=True)]
+
+    def decode_counts(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]) -> np.ndarray:
+        """The number of counted detections of each pair (one transfer for the batch)."""
+        if not prompts:
+            return np.zeros(0)
+        (counts,) = self._kept(features, prompts, lambda b, s, o, keep: [keep.sum(dim=1)])
+        return counts.astype(np.float64)
 
     def decode(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
         """Unit mass at the centre of each counted detection."""
         return [boxes_to_density(boxes, None, feat.size)
                 for feat, (boxes, _) in zip(features, self.detect(features, prompts), strict=True)]
+

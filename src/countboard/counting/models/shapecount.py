@@ -29,6 +29,7 @@ from countboard.counting.models.text_encoder import EMBED_DIM, embed_texts
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.transfer import to_host
 
 log = logging.getLogger(__name__)
 
@@ -242,15 +243,34 @@ class ShapeCountCounter(Counter):
         return out
 
     @torch.inference_mode()
-    def decode(self, features: Sequence, prompts: Sequence[str]) -> list[np.ndarray]:
-        """The head once per image over all of its prompts (in chunks of ``prompt_batch_size``)."""
+    def _grids(self, features: Sequence, prompts: Sequence[str]) -> list[torch.Tensor]:
+        """Counts per cell of every pair, on the device: the head once per image over all of its prompts (in
+        chunks of ``prompt_batch_size``)."""
         check_one_prompt_each(features, prompts, "image features", "pair")
-        out: list[np.ndarray | None] = [None] * len(prompts)
-        for (feat, size), idx in group_by_image(features):
+        out: list[torch.Tensor | None] = [None] * len(prompts)
+        for (feat, _), idx in group_by_image(features):
             for start in range(0, len(idx), self.prompt_batch_size):
                 chunk = idx[start:start + self.prompt_batch_size]
                 text = self._text([prompts[i] for i in chunk])
-                grids = self.net.decode(feat[None].expand(len(chunk), -1, -1, -1), text).float().cpu().numpy()
+                grids = self.net.decode(feat[None].expand(len(chunk), -1, -1, -1), text).float()
                 for g, i in zip(grids, chunk, strict=True):
-                    out[i] = grid_to_density(g, size, self.stride)
+                    out[i] = g
         return out
+
+    def decode(self, features: Sequence, prompts: Sequence[str]) -> list[np.ndarray]:
+        """Each cell's count spread over its pixels (``grid_to_density``); the grids leave the device at once."""
+        grids = self._grids(features, prompts)
+        host = to_host(grids)
+        return [grid_to_density(g, size, self.stride) for g, (_, size) in zip(host, features, strict=True)]
+
+    def decode_counts(self, features: Sequence, prompts: Sequence[str]) -> np.ndarray:
+        """The sum of each pair's grid, the model's count, summed on the device (one transfer for the batch).
+
+        ``grid_to_density`` rescales its map to this sum, so ``map_count`` of ``decode``'s maps is the same count
+        up to float32 rounding of the map (a relative 1e-6).
+        """
+        grids = self._grids(features, prompts)
+        if not grids:
+            return np.zeros(0)
+        (counts,) = to_host([torch.stack([g.to(torch.float64).sum() for g in grids])])
+        return counts

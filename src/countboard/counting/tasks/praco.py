@@ -124,8 +124,9 @@ def load_images(dataset: Any, unit_ids: Sequence[str], ctx: RunContext, records:
 def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classes: list[str], ctx: RunContext,
                        record: Callable[..., dict], with_maps: bool = False) -> list[dict]:
     """Each image encoded once and decoded with every name of ``classes``; ``record(item, counts)`` builds its
-    record (``record(item, counts, maps)`` with ``with_maps``). An image that fails to load, encode or decode
-    gets an error record; the others go on."""
+    record (``record(item, counts, maps)`` with ``with_maps``). Without maps, the pairs of a whole batch of images
+    go through one ``decode_counts`` call. An image that fails to load, encode or decode gets an error record; the
+    others go on."""
     records: dict[str, dict] = {}
     loaded = load_images(dataset, unit_ids, ctx, records)
     for chunk, features in ctx.batches(loaded, model.encode_images):
@@ -133,13 +134,26 @@ def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classe
             records.update({it.image_id: error_record(it.image_id, "encoding the image failed", features)
                             for it in chunk})
             continue
-        for item, feat in zip(chunk, features, strict=True):
+        batched = None
+        if not with_maps:  # counts only: every pair of the chunk in one call (one transfer from the device)
             try:
-                maps = model.decode([feat] * len(classes), classes)
+                flat = model.decode_counts([f for f in features for _ in classes], list(classes) * len(chunk))
+                batched = np.asarray(flat, dtype=np.float64).reshape(len(chunk), len(classes))
+            except Exception:  # found again image by image below, so that one bad image fails alone
+                batched = None
+        for k, (item, feat) in enumerate(zip(chunk, features, strict=True)):
+            maps = None
+            try:
+                if batched is not None:
+                    counts = batched[k].tolist()
+                elif with_maps:
+                    maps = model.decode([feat] * len(classes), classes)
+                    counts = [map_count(m) for m in maps]
+                else:
+                    counts = np.asarray(model.decode_counts([feat] * len(classes), classes), float).tolist()
             except Exception as exc:
                 records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
                 continue
-            counts = [map_count(m) for m in maps]
             try:
                 records[item.image_id] = record(item, counts, maps) if with_maps else record(item, counts)
             except Exception as exc:

@@ -1,0 +1,33 @@
+"""Results of a batch leave the device in one transfer.
+
+A counter computes everything of a batch on its device and reads the results with :func:`to_host`: the tensors are
+packed into one float64 buffer, copied to the host once (the batch's one synchronisation on CUDA) and unpacked.
+float64 holds every value these tensors carry exactly (booleans, integer counts below ``2**53``, float32 and float64
+values).
+
+Example:
+    >>> import torch
+    >>> [a.tolist() for a in to_host([torch.tensor([1, 2]), torch.tensor([[True], [False]])])]
+    [[1, 2], [[True], [False]]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+
+def to_host(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
+    """``tensors`` (on one device) as numpy arrays of their own dtypes, through one device-to-host copy."""
+    if not tensors:
+        return []
+    flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors]).cpu().numpy()
+    out, start = [], 0
+    for t in tensors:
+        n = t.numel()
+        dtype = np.bool_ if t.dtype == torch.bool else torch.empty((), dtype=t.dtype).numpy().dtype
+        out.append(flat[start:start + n].reshape(tuple(t.shape)).astype(dtype))
+        start += n
+    return out
