@@ -129,7 +129,22 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
             best[name] = min(best.get(name, float("inf")), _timed(args.device, fn))
         per_batch = unet_seconds(pipe, args.batch, args.steps, args.guidance, height, width, args.device)
         best["unet"] = min(best.get("unet", float("inf")), per_batch * n / args.batch)
-    return {name: n / seconds for name, seconds in best.items()}
+    rates = {name: n / seconds for name, seconds in best.items()}
+    images = [im.image for im in gen.generate_batch([p for p, _ in pairs[:args.batch]], [0] * min(n, args.batch))]
+    for level in (6, 1):  # the host's cost of saving one image: PIL's default level (before) and the writer's
+        rates[f"png{level}_ms"] = 1000 * _png_seconds(images, level) / len(images)
+    return rates
+
+
+def _png_seconds(images: list, level: int) -> float:
+    import io
+
+    from PIL import Image
+
+    t0 = time.perf_counter()
+    for image in images:
+        Image.fromarray(image).save(io.BytesIO(), format="PNG", compress_level=level)
+    return time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pipeline / sweep = {rates['pipeline'] / rates['sweep']:.3f} (target <= 1.2); "
           f"generator / sweep = {rates['generator'] / rates['sweep']:.3f}; "
           f"unet / pipeline = {rates['unet'] / rates['pipeline']:.3f}")
+    print(f"saving one image as PNG on the host: level 6 {rates['png6_ms']:.1f} ms, level 1 {rates['png1_ms']:.1f} ms "
+          f"(the pipeline's time per image: {1000 / rates['pipeline']:.1f} ms)")
     return 0
 
 
