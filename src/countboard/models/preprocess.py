@@ -254,13 +254,16 @@ def owlv2_pixel_values(images: Sequence[np.ndarray], processor, device: str | to
     out: list[torch.Tensor | None] = [None] * len(images)
     with torch.autocast(torch.device(device).type, enabled=False):
         for (h, w), idx in by_size(images).items():
-            x = _rescale(images_tensor([images[i] for i in idx], device), processor)
+            pixels = images_tensor([images[i] for i in idx], device)
+            x = _rescale(pixels, processor)
+            # the range the output is clipped to, read on the uint8 pixels (rescaling is monotone) and the padding
+            lo = _rescale(pixels.amin(dim=(1, 2, 3), keepdim=True), processor)
+            hi = _rescale(pixels.amax(dim=(1, 2, 3), keepdim=True), processor)
             if processor.do_pad and h != w:
                 side = max(h, w)
                 x = torch.nn.functional.pad(x, (0, side - w, 0, side - h), value=0.0)
+                lo, hi = lo.clamp(max=0.0), hi.clamp(min=0.0)
             if processor.do_resize:
-                lo = x.amin(dim=(1, 2, 3), keepdim=True)
-                hi = x.amax(dim=(1, 2, 3), keepdim=True)
                 x = resample_last(x, out_w, owlv2_resize_matrix)
                 x = resample_last(x.transpose(-1, -2), out_h, owlv2_resize_matrix).transpose(-1, -2)
                 x = torch.minimum(torch.maximum(x, lo), hi)
