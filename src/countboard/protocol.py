@@ -129,7 +129,19 @@ def _conf_values(group: str, name: str) -> dict[str, Any]:
 def of_run(key: str | None, label: str | None, params: Mapping[str, str]) -> Protocol:
     """The protocol a run was tagged with (its key and label tags), else the one its params give (runs logged
     before the tag existed)."""
-    return Protocol(key, label or DEFAULT_LABEL) if key else derive(params)
+    if key:
+        return Protocol(key, label or DEFAULT_LABEL)
+    # only the params of the groups and of HASH_DEFAULTS count: runs that differ in others (seeds, names) share
+    # one derivation (an index of 30,000 runs derives a few hundred)
+    return _derive_items(tuple((k, v) for k, v in params.items() if str(k).split(".", 1)[0] in _DERIVED_FROM))
+
+
+_DERIVED_FROM = frozenset((*GROUPS, *HASH_DEFAULTS))
+
+
+@functools.lru_cache(maxsize=4096)
+def _derive_items(items: tuple[tuple[str, Any], ...]) -> Protocol:
+    return derive(dict(items))
 
 
 def _unflatten(params: Mapping[str, Any]) -> dict[str, Any]:

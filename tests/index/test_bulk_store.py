@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from tests.fixtures.bulk_store import make_bulk_store
 from tests.fixtures.synthetic_store import FamilySpec, make_store
@@ -85,11 +86,15 @@ def test_sqlite_listing_equals_the_client_listing(tmp_path):
     for deleted in (False, True):
         direct = source.list_runs(client, exps, deleted=deleted, store_uri=store.uri)
         through = source.list_runs(client, exps, deleted=deleted)
-        assert set(direct) == set(through) and lease.info.run_id not in direct
-        assert len(direct) == (1 if deleted else 3)  # 2 cells + the sweep, or the deleted cell
-        for rid, snap in through.items():
-            assert repr(direct[rid]) == repr(snap)
-            assert direct[rid].fingerprint == snap.fingerprint
+        assert set(direct.runs) == set(through.runs) and lease.info.run_id not in direct.runs
+        assert len(direct.runs) == (1 if deleted else 3)  # 2 cells + the sweep, or the deleted cell
+        for rid, snap in through.runs.items():
+            assert repr(direct.runs[rid]) == repr(snap)
+            assert direct.runs[rid].fingerprint == snap.fingerprint
+        order = ["run_id", "key"]
+        pd.testing.assert_frame_equal(direct.metrics.sort_values(order, ignore_index=True),
+                                      through.metrics.sort_values(order, ignore_index=True))
+        assert deleted or direct.metrics["value"].isna().sum() == 1  # the NaN, as NaN
 
 
 def test_update_rebuilds_only_the_tables_of_changed_families(tmp_path):

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from countboard.tracking import tags as tg
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 TABLES: dict[str, str] = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
@@ -115,8 +115,9 @@ def wide_table(family: str) -> str:
 _ENTRY = "coalesce(generator, model), dataset, split, evaluator, task, protocol"
 
 
-def _tag_columns() -> str:
-    """The engine's tags of every run, one column each (absent tags: NULL; ``partial`` absent: false)."""
+def _tag_columns(runs_sql: str) -> str:
+    """The engine's tags of the runs ``runs_sql`` selects, one column each (absent tags: NULL; ``partial``
+    absent: false)."""
     cols = []
     for key, kind in RUN_TAG_COLUMNS.items():
         raw = f"max(value) FILTER (WHERE key = {quote_literal(key)})"
@@ -125,32 +126,65 @@ def _tag_columns() -> str:
         else:
             cols.append(f"TRY_CAST({raw} AS {kind}) AS {key}")
     keys = ", ".join(quote_literal(k) for k in RUN_TAG_COLUMNS)
-    return f"SELECT run_id, {', '.join(cols)} FROM tags WHERE key IN ({keys}) GROUP BY run_id"
+    return (f"SELECT run_id, {', '.join(cols)} FROM tags WHERE key IN ({keys}) "
+            f"AND run_id IN ({runs_sql}) GROUP BY run_id")
 
 
-def family_table_sql(family: str, metric_keys: Iterable[str]) -> str:
-    """One row per finished, non-sweep run of ``family``, one column per metric key, and ``is_latest``.
+#: Columns of the relation ``family_rows_sql`` reads the metric values from: ``m<i>`` holds the i-th metric key,
+#: these two the metrics the failed share falls back on (runs without the engine's unit tags).
+PIVOT_FAILED, PIVOT_SAMPLES = "n_failed_samples", "n_samples"
+
+
+def pivot_column(i: int | str) -> str:
+    return f"m{i}" if isinstance(i, int) else f"p_{i}"
+
+
+def family_rows_sql(family: str, metric_keys: Iterable[str], pivoted: str, only: str | None = None) -> str:
+    """One row per finished, non-sweep run of ``family``, one column per metric key (without ``is_latest``).
 
     Runs belong to a family by their ``family`` tag; runs still running, failed or killed stay out, so a sweep that
-    is writing never shows half its metrics here.
+    is writing never shows half its metrics here. The metric values come from ``pivoted`` (``run_id`` and the
+    ``pivot_column`` of each key: the index's ``metrics`` rows of the family's runs, one column per key, built by
+    the builder at once for all of them); ``only`` names a relation of ``run_id`` that restricts the rows to
+    those runs.
     """
     run_cols = ", ".join(f"r.{c}" for c in RUNS_COLUMNS)
-    failed_metric = f"max(m.value) FILTER (WHERE m.key = {quote_literal('n_failed_samples')})"
+    failed = f"coalesce(t.n_failed_units, CAST(p.{pivot_column(PIVOT_FAILED)} AS BIGINT), 0)"
     tag_cols = ", ".join("coalesce(t.partial, false) AS partial" if c == tg.PARTIAL
-                         else f"coalesce(max(t.n_failed_units), CAST({failed_metric} AS BIGINT), 0) AS n_failed_units"
-                         if c == tg.N_FAILED_UNITS else f"t.{c}" for c in RUN_TAG_COLUMNS)
-    share = (f"coalesce(max(t.n_failed_units), CAST({failed_metric} AS BIGINT), 0) / "
-             f"nullif(coalesce(max(t.n_units), {failed_metric} + "
-             f"max(m.value) FILTER (WHERE m.key = {quote_literal('n_samples')})), 0) AS {FAILED_SHARE_COLUMN}")
-    metric_cols = "".join(
-        f",\n  max(m.value) FILTER (WHERE m.key = {quote_literal(k)}) AS {quote_identifier(k)}"
-        for k in metric_keys)
-    pivot = (f"SELECT {run_cols}, {tag_cols}, {share}, 1 AS n_runs{metric_cols}\n"
-             f"FROM runs r LEFT JOIN metrics m ON m.run_id = r.run_id\n"
-             f"LEFT JOIN ({_tag_columns()}) t ON t.run_id = r.run_id\n"
-             f"WHERE r.family = {quote_literal(family)} AND r.status = 'FINISHED' AND NOT r.is_sweep\n"
-             f"GROUP BY ALL")
-    return _latest_marked_table(wide_table(family), pivot)
+                         else f"{failed} AS n_failed_units" if c == tg.N_FAILED_UNITS else f"t.{c}"
+                         for c in RUN_TAG_COLUMNS)
+    share = (f"{failed} / nullif(coalesce(t.n_units, p.{pivot_column(PIVOT_FAILED)} + "
+             f"p.{pivot_column(PIVOT_SAMPLES)}), 0) AS {FAILED_SHARE_COLUMN}")
+    metric_cols = "".join(f",\n  p.{pivot_column(i)} AS {quote_identifier(k)}" for i, k in enumerate(metric_keys))
+    where = (f"r.family = {quote_literal(family)} AND r.status = 'FINISHED' AND NOT r.is_sweep"
+             + (f" AND r.run_id IN (SELECT run_id FROM {only})" if only else ""))
+    return (f"SELECT {run_cols}, {tag_cols}, {share}, 1 AS n_runs{metric_cols}\n"
+            f"FROM runs r LEFT JOIN {pivoted} p ON p.run_id = r.run_id\n"
+            f"LEFT JOIN ({_tag_columns(f'SELECT run_id FROM runs r WHERE {where}')}) t ON t.run_id = r.run_id\n"
+            f"WHERE {where}")
+
+
+def family_runs_sql(family: str, only: str | None = None) -> str:
+    """The ``run_id`` of the runs ``family_rows_sql`` makes rows of."""
+    return (f"SELECT run_id FROM runs r WHERE r.family = {quote_literal(family)} AND r.status = 'FINISHED' "
+            f"AND NOT r.is_sweep" + (f" AND r.run_id IN (SELECT run_id FROM {only})" if only else ""))
+
+
+def family_table_sql(family: str, metric_keys: Iterable[str], pivoted: str) -> str:
+    """The family's wide table (``family_rows_sql``) with ``is_latest``."""
+    return _latest_marked_table(wide_table(family), family_rows_sql(family, metric_keys, pivoted))
+
+
+def latest_update_sql(table: str) -> str:
+    """Set ``is_latest`` of every row of ``table`` (a wide table whose rows changed) as ``_latest_marked_table``
+    does."""
+    return (f"UPDATE {table} SET {LATEST_COLUMN} = x.latest FROM (SELECT run_id, {_latest_expr()} AS latest "
+            f"FROM {table}) x WHERE {table}.run_id = x.run_id AND {table}.{LATEST_COLUMN} IS DISTINCT FROM x.latest")
+
+
+def _latest_expr() -> str:
+    return (f"NOT partial AND row_number() OVER (PARTITION BY {_ENTRY} "
+            f"ORDER BY partial, n_failed_units > 0, end_time DESC NULLS LAST, run_id) = 1")
 
 
 def _latest_marked_table(table: str, select_sql: str) -> str:
@@ -158,8 +192,7 @@ def _latest_marked_table(table: str, select_sql: str) -> str:
     row of each entry, clean rows (no failed unit) before the others (partial rows never latest; ties broken by
     ``run_id``)."""
     return (f"CREATE OR REPLACE TABLE {table} AS\n"
-            f"SELECT *, NOT partial AND row_number() OVER (PARTITION BY {_ENTRY} "
-            f"ORDER BY partial, n_failed_units > 0, end_time DESC NULLS LAST, run_id) = 1 AS {LATEST_COLUMN}\n"
+            f"SELECT *, {_latest_expr()} AS {LATEST_COLUMN}\n"
             f"FROM (\n{select_sql})")
 
 
@@ -177,8 +210,8 @@ def cells_table_sql(family: str, metric_keys: Iterable[str]) -> str:
     keys = list(metric_keys)
     group = "coalesce(replicate_hash, config_hash, run_id)"
     firsts = ", ".join(f"arg_max({c}, end_time) AS {c}" for c in RUNS_COLUMNS if c not in ("end_time",))
-    stats = "".join(f",\n  avg({quote_identifier(k)}) AS {quote_identifier(k)}"
-                    f",\n  stddev_samp({quote_identifier(k)}) AS {quote_identifier(k + SPREAD_SUFFIX)}"
+    stats = "".join(f",\n  avg({quote_identifier(k)} ORDER BY run_id) AS {quote_identifier(k)}"
+                    f",\n  stddev_samp({quote_identifier(k)} ORDER BY run_id) AS {quote_identifier(k + SPREAD_SUFFIX)}"
                     for k in keys if len(k + SPREAD_SUFFIX) <= 63)
     inner = (f"SELECT {firsts}, max(end_time) AS end_time, bool_or(partial) AS partial, "
              f"min(n_units) AS n_units, max(total_units) AS total_units, min(seed) AS seed, "

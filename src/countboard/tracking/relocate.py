@@ -56,6 +56,8 @@ def store_relative(location: str, folder: str | Path, depth: int = RUN_DEPTH) ->
         >>> store_relative("s3://bucket/1/abc/artifacts", "/new/copy")
         's3://bucket/1/abc/artifacts'
     """
+    if location.startswith((f"{folder}/", f"file://{folder}/")):  # already inside (the common case, no parsing)
+        return location
     path = _local_path(location)
     if path is None:
         return location
