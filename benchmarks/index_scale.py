@@ -13,7 +13,12 @@ mostly measures the other jobs, the CPU time what the work costs):
 
 Targets (issue 25), on a 2-core machine: full index ≤ 60 s, the 10-run update ≤ 1 s.
 
-Usage: ``python benchmarks/index_scale.py [--runs 30000] [--metrics 100] [--workdir DIR] [--no-peer]``.
+``--store DIR`` reuses a store ``tests/fixtures/bulk_store.py`` wrote there (``--runs``/``--metrics`` as it was
+written): the script never changes it, it copies its ``mlflow.db`` into ``--workdir`` (the artifacts stay where
+they are, as a copied store reads them) before logging the 10 runs, and indexes the copy.
+
+Usage: ``python benchmarks/index_scale.py [--runs 30000] [--metrics 100] [--workdir DIR] [--store DIR]
+[--no-peer]``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -64,11 +70,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=30_000)
     p.add_argument("--metrics", type=int, default=100)
     p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "countboard-index-scale")
+    p.add_argument("--store", type=Path, help="a bulk store written before (left unchanged: its mlflow.db is "
+                   "copied into --workdir)")
     p.add_argument("--no-peer", action="store_true", help="skip mlflow.search_runs (minutes at 30,000 runs)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     store_dir = args.workdir / f"store_{args.runs}x{args.metrics}"
-    if not (store_dir / "mlflow.db").exists():
+    if args.store is not None:
+        if not (args.store / "mlflow.db").is_file():
+            p.error(f"--store {args.store}: no mlflow.db there; write one with "
+                    "`python -m tests.fixtures.bulk_store DIR --runs N --metrics M`")
+        store_dir = args.workdir / f"copy_of_{args.store.name}"
+        store_dir.mkdir(parents=True, exist_ok=True)
+        for stale in store_dir.glob("*"):
+            if stale.is_file() or stale.is_symlink():
+                stale.unlink()
+        shutil.copyfile(args.store / "mlflow.db", store_dir / "mlflow.db")
+        # the copy's artifacts are the store's (a link), and the copy's runs name them in the copy's folder, as
+        # the runs of a store that sweeps wrote in place do
+        (store_dir / "artifacts").symlink_to((args.store / "artifacts").resolve(), target_is_directory=True)
+        from countboard.tracking.relocate import rewrite_locations
+
+        rewrite_locations(store_dir / "mlflow.db")
+        from tests.fixtures.bulk_store import _families
+
+        keys = [k for k, _ in _families(args.metrics)["counters"][2]]
+    elif not (store_dir / "mlflow.db").exists():
         store, wall, cpu = timed(lambda: make_bulk_store(store_dir, args.runs, args.metrics, progress=True))
         print(f"store: {args.runs} runs x {args.metrics} metrics written in {wall:.0f} s ({cpu:.0f} s CPU)")
         keys = store.metric_keys["counters"]
@@ -78,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         keys = [k for k, _ in _families(args.metrics)["counters"][2]]
     uri = f"sqlite:///{store_dir / 'mlflow.db'}"
     db = store_dir / "index.duckdb"
+    for stale in store_dir.glob("index.duckdb*"):  # a full build from nothing, as a first index is
+        stale.unlink()
     rows = []
     load0 = os.getloadavg()[0]
     full, wall, cpu = timed(lambda: build_index(uri, db, full=True))

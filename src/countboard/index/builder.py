@@ -493,21 +493,47 @@ def _write_views(con, only: set[str] | None = None) -> None:
         try:
             view = ddl.view_name(family)
             table = ddl.wide_table(family)
-            if only is not None and _columns(con, table) == _wide_columns(usable):
+            cells = ddl.wide_table(family + ddl.CELLS_SUFFIX)
+            in_place = only is not None and _columns(con, table) == _wide_columns(usable) and _columns(con, cells)
+            if in_place:
+                # the cells the rows leaving belong to, and (below) those the rows coming belong to
+                con.execute(f"CREATE OR REPLACE TEMP TABLE cell_groups AS SELECT DISTINCT {ddl.CELL_GROUP} AS g "
+                            f"FROM {table} WHERE run_id IN (SELECT run_id FROM stale_runs)")
                 con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM stale_runs)")
                 _pivot(con, family, usable, "changed_runs")
                 con.execute(f"INSERT INTO {table} BY NAME SELECT *, false AS {ddl.LATEST_COLUMN} FROM ("
                             f"{ddl.family_rows_sql(family, usable, 'pivoted', 'changed_runs')})")
                 con.execute(ddl.latest_update_sql(table))
+                con.execute(f"INSERT INTO cell_groups SELECT DISTINCT {ddl.CELL_GROUP} FROM {table} "
+                            f"WHERE run_id IN (SELECT run_id FROM changed_runs)")
+                con.execute(f"DELETE FROM {cells} WHERE replicate_hash IN (SELECT g FROM cell_groups)")
+                with _one_thread(con):
+                    con.execute(f"INSERT INTO {cells} BY NAME SELECT *, false AS {ddl.LATEST_COLUMN} FROM ("
+                                f"{ddl.cells_rows_sql(family, usable, 'cell_groups')})")
+                con.execute(ddl.latest_update_sql(cells))
+                con.execute("DROP TABLE cell_groups")
             else:
                 _pivot(con, family, usable)
                 con.execute(ddl.family_table_sql(family, usable, "pivoted"))
+                with _one_thread(con):
+                    con.execute(ddl.cells_table_sql(family, usable))
             con.unregister("pivoted")
             con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {table}")
-            con.execute(ddl.cells_table_sql(family, usable))
             con.execute(ddl.cells_view_sql(family))
         except ValueError as exc:
             log.warning("no view for family %r: %s", family, exc)
+
+
+@contextlib.contextmanager
+def _one_thread(con):
+    """Aggregate on one thread: the seed cells' sums then add their rows in the order they are read
+    (``ddl.cells_rows_sql``), the same in a table built at once and in one updated run by run."""
+    (threads,) = con.execute("SELECT current_setting('threads')").fetchone()
+    con.execute("SET threads = 1")
+    try:
+        yield
+    finally:
+        con.execute(f"SET threads = {int(threads)}")
 
 
 def _wide_columns(keys: list[str]) -> list[str]:

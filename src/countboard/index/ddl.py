@@ -200,26 +200,38 @@ def cells_view_name(family: str) -> str:
     return quote_identifier(family + CELLS_SUFFIX)
 
 
-def cells_table_sql(family: str, metric_keys: Iterable[str]) -> str:
+#: The cell a row of a family's wide table belongs to (its ``replicate_hash`` in the cells table).
+CELL_GROUP = "coalesce(replicate_hash, config_hash, run_id)"
+
+
+def cells_rows_sql(family: str, metric_keys: Iterable[str], groups: str | None = None) -> str:
     """One row per cell of ``family`` (its seeds together): each metric's mean, its spread (``<key>__std``, NULL
-    for one seed) and ``n_runs``; ``is_latest`` marks the most recent complete cell of each entry.
+    for one seed) and ``n_runs`` (without ``is_latest``; ``groups``: only the cells whose ``CELL_GROUP`` is in
+    that relation's ``g``).
 
     Cells are grouped by ``replicate_hash`` (the config hash without the seed); runs logged before that tag
-    existed form a cell each. A smoke run's subset is other data: it forms its own, partial, cell.
+    existed form a cell each. A smoke run's subset is other data: it forms its own, partial, cell. The rows are
+    read in ``CELL_GROUP``, ``run_id`` order, so that the floating-point sums behind means and spreads, read by
+    one thread (``cells_threads``), take the same values however the wide table was written.
     """
     keys = list(metric_keys)
-    group = "coalesce(replicate_hash, config_hash, run_id)"
     firsts = ", ".join(f"arg_max({c}, end_time) AS {c}" for c in RUNS_COLUMNS if c not in ("end_time",))
-    stats = "".join(f",\n  avg({quote_identifier(k)} ORDER BY run_id) AS {quote_identifier(k)}"
-                    f",\n  stddev_samp({quote_identifier(k)} ORDER BY run_id) AS {quote_identifier(k + SPREAD_SUFFIX)}"
+    stats = "".join(f",\n  avg({quote_identifier(k)}) AS {quote_identifier(k)}"
+                    f",\n  stddev_samp({quote_identifier(k)}) AS {quote_identifier(k + SPREAD_SUFFIX)}"
                     for k in keys if len(k + SPREAD_SUFFIX) <= 63)
-    inner = (f"SELECT {firsts}, max(end_time) AS end_time, bool_or(partial) AS partial, "
-             f"min(n_units) AS n_units, max(total_units) AS total_units, min(seed) AS seed, "
-             f"sum(n_failed_units) AS n_failed_units, "
-             f"sum(n_failed_units) / nullif(sum(n_units), 0) AS {FAILED_SHARE_COLUMN}, "
-             f"{group} AS replicate_hash, count(*) AS n_runs{stats}\n"
-             f"FROM {wide_table(family)} GROUP BY {group}")
-    return _latest_marked_table(wide_table(family + CELLS_SUFFIX), inner)
+    where = f" WHERE {CELL_GROUP} IN (SELECT g FROM {groups})" if groups else ""
+    return (f"SELECT {firsts}, max(end_time) AS end_time, bool_or(partial) AS partial, "
+            f"min(n_units) AS n_units, max(total_units) AS total_units, min(seed) AS seed, "
+            f"sum(n_failed_units) AS n_failed_units, "
+            f"sum(n_failed_units) / nullif(sum(n_units), 0) AS {FAILED_SHARE_COLUMN}, "
+            f"{CELL_GROUP} AS replicate_hash, count(*) AS n_runs{stats}\n"
+            f"FROM (SELECT * FROM {wide_table(family)}{where} ORDER BY {CELL_GROUP}, run_id) GROUP BY {CELL_GROUP}")
+
+
+def cells_table_sql(family: str, metric_keys: Iterable[str]) -> str:
+    """The family's cells table (``cells_rows_sql``), ``is_latest`` marking the most recent complete cell of
+    each entry."""
+    return _latest_marked_table(wide_table(family + CELLS_SUFFIX), cells_rows_sql(family, metric_keys))
 
 
 def cells_view_sql(family: str) -> str:
