@@ -18,12 +18,12 @@ def test_quote_identifier_refuses_anything_but_snake_case(bad):
     with pytest.raises(ValueError, match="snake_case"):
         ddl.quote_identifier(bad)
     with pytest.raises(ValueError):
-        ddl.family_table_sql("counters", [bad])
+        ddl.family_table_sql("counters", [bad], "pivoted")
 
 
 def test_view_sql_quotes_keys():
-    sql = ddl.family_table_sql("counters", ["cnt_f1", "mae"])
-    assert "m.key = 'cnt_f1') AS \"cnt_f1\"" in sql and "r.family = 'counters'" in sql
+    sql = ddl.family_table_sql("counters", ["cnt_f1", "mae"], "pivoted")
+    assert "p.m0 AS \"cnt_f1\"" in sql and "p.m1 AS \"mae\"" in sql and "r.family = 'counters'" in sql
     with pytest.raises(ValueError, match="name of an index table"):
         ddl.view_name("runs")
 
