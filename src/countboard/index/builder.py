@@ -401,7 +401,10 @@ def _remove(path: Path) -> None:
 
 def _apply(con, store_uri: str, schema_hash: str, experiments: list, changed: Listing,
            removed: list[str], frames: dict[str, pd.DataFrame], listed_ms: int, all_views: bool = True) -> None:
-    stale = pd.DataFrame({"run_id": pd.Series(list(changed.runs) + list(removed), dtype=object)})
+    # the runs whose rows go: those of the changed runs the index holds, and the removed ones
+    held = [r for (r,) in con.execute("SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+                                      [list(changed.runs) + list(removed)]).fetchall()]
+    stale = pd.DataFrame({"run_id": pd.Series(held, dtype=object)})
     gone = pd.DataFrame({"run_id": pd.Series(list(removed), dtype=object)})
     con.register("stale_runs", stale)
     # the families whose tables change: those the changed and removed runs had, and those they have now
@@ -412,10 +415,10 @@ def _apply(con, store_uri: str, schema_hash: str, experiments: list, changed: Li
     con.register("gone_runs", gone)
     con.register("refetch_keys", frames["refetch"])
     for table in ddl.PER_RUN_TABLES:
-        if table == "metric_history":
+        if table == "metric_history" and held:
             con.execute("DELETE FROM metric_history WHERE run_id IN (SELECT run_id FROM gone_runs)")
             con.execute("DELETE FROM metric_history h USING refetch_keys f WHERE h.run_id = f.run_id AND h.key = f.key")
-        else:
+        elif held:  # (new runs only: nothing to delete, no table to read through)
             con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM stale_runs)")
         con.register("new_rows", frames[table])
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM new_rows")
