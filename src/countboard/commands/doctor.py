@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 from countboard.commands import store_argument
 
@@ -163,7 +162,12 @@ def _artifact_findings(tracker, root: Path) -> list[Finding]:
         parsed = urlparse(location)
         if parsed.scheme not in ("file", ""):
             continue
-        folder = Path(url2pathname(parsed.path)) if parsed.scheme == "file" else Path(location)
+        if parsed.scheme == "file":
+            from urllib.request import url2pathname  # http.client and email with it: not for every --help
+
+            folder = Path(url2pathname(parsed.path))
+        else:
+            folder = Path(location)
         if not folder.is_dir() or not folder.resolve().is_relative_to(root.resolve()):
             continue
         known = tracker.run_ids(exp.experiment_id)

@@ -10,6 +10,14 @@ not list it. To log a one-off run (an import, a training) use
 ``Tracker.log_complete_run``.
 """
 
-from countboard.tracking.store import RunRecord, Tracker, tracker_from_config
-
 __all__ = ["RunRecord", "Tracker", "tracker_from_config"]
+
+
+def __getattr__(name: str):
+    """``Tracker`` and friends from ``store``, imported on first use: reading ``tracking.tags`` or ``address``
+    (as every command's ``--help`` does) does not load the store client."""
+    if name in __all__:
+        from countboard.tracking import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

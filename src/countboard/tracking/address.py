@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
-from urllib.request import url2pathname
 
 STORE_ENV = "COUNTBOARD_STORE"
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
@@ -165,6 +164,8 @@ def parse(value: str | os.PathLike) -> StoreAddress:
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             return StoreAddress(given, None, None, None, given)
+        from urllib.request import url2pathname  # http.client and email with it: only for a file: URI
+
         folder = Path(url2pathname(parsed.path)).expanduser().resolve()
         return StoreAddress(folder.as_uri(), folder, None, None, given)
     return StoreAddress(given, None, None, None, given)
