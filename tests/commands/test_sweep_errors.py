@@ -58,8 +58,8 @@ def test_key_not_in_struct_lists_the_keys_and_the_plus_form(hydra_conf):
 
 
 def test_wrong_type_names_the_key_and_the_expected_type(hydra_conf):
-    assert error_line("batch_size=abc") == (
-        "`batch_size=abc`: Value 'abc' of type 'str' could not be converted to Integer (key `batch_size`)")
+    assert error_line("seed=abc") == (
+        "`seed=abc`: Value 'abc' of type 'str' could not be converted to Integer (key `seed`)")
     line = error_line("device=gpu9")
     assert line.startswith("`device=gpu9`: ") and "expected one of [auto, cpu, cuda]" in line
     assert "(key `tracking.timeout_s`)" in error_line("tracking.timeout_s=soon")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from countboard.config import Config, TrackingConf
 from countboard.errors import DEBUG_ENV, debug_enabled, user_message
 from countboard.paths import conf_dir
+from countboard.tracking.address import TRACKING_URI_ENV
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -150,7 +151,7 @@ def server_from_argv(argv: list[str], env=os.environ) -> str | None:
             values[key] = value.strip("'\"")
     if "server" not in (values.get("tracking"), values.get("tracking.kind")):
         return None
-    uri = values.get("tracking.uri") or env.get("MLFLOW_TRACKING_URI")
+    uri = values.get("tracking.uri") or env.get(TRACKING_URI_ENV)
     return uri if uri and "," not in uri else None
 
 
