@@ -135,3 +135,22 @@ def test_user_message_names_the_file():
         "No such file or directory: /d/x.csv (FileNotFoundError)"
     assert "zip" in user_message(zipfile.BadZipFile("File is not a zip file"))
     assert user_message(KeyError("bug")) is None  # a bug keeps its traceback
+
+
+def test_a_store_that_answers_then_fails_is_named_without_its_password(monkeypatch):
+    """A database server that answers the probe but refuses the login: the line names the store, not the password."""
+    uri = "postgresql://alice:s3cret@127.0.0.1:5432/runs"
+    monkeypatch.setattr(st, "reach", lambda *a, **k: None)
+
+    class Refusing:
+        def search_experiments(self, **kwargs):
+            raise RuntimeError(f"(OperationalError) login failed for {uri}\nmore detail")
+
+    tracker = st.Tracker(uri)
+    tracker._client = Refusing()
+    monkeypatch.setattr(st, "_retry", lambda fn, what: fn())
+    with pytest.raises(st.TrackingStoreError) as caught:
+        tracker.check()
+    text = str(caught.value)
+    assert "s3cret" not in text and "\n" not in text
+    assert text.startswith("cannot use the MLflow tracking store postgresql://alice:***@127.0.0.1:5432/runs: ")

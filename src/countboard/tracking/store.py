@@ -235,7 +235,7 @@ class Tracker:
                     f"cannot open the local store {where.db}: {first_line(exc)}; run `countboard doctor --store "
                     f"{where.folder}` to check it") from exc
             raise TrackingStoreError(
-                f"cannot use the MLflow tracking store {self.uri}: {first_line(exc)}; start the server or fix "
+                f"cannot use the MLflow tracking store {redact(self.uri)}: {first_line(exc).replace(self.uri, redact(self.uri))}; start the server or fix "
                 f"--store / ${address.TRACKING_URI_ENV} / tracking.uri (or use a local store folder)") from exc
 
     def experiment_id(self, name: str) -> str:
@@ -248,7 +248,7 @@ class Tracker:
             if exp is not None:
                 if exp.lifecycle_stage == "deleted":
                     raise TrackingStoreError(
-                        f"experiment {name!r} is deleted in {self.uri}; restore it in the MLflow UI or choose "
+                        f"experiment {name!r} is deleted in {redact(self.uri)}; restore it in the MLflow UI or choose "
                         "another `tracking.experiment`"
                     )
                 if exp.tags.get(tg.EXPERIMENT_KIND) is None:
