@@ -95,3 +95,56 @@ def test_auto_workers_leave_a_core_to_the_model(monkeypatch):
     monkeypatch.setattr(inputs, "usable_cpus", lambda: 64)
     assert resolve_workers("auto") == MAX_AUTO_WORKERS
     assert resolve_workers(0) == 0 and resolve_workers(5) == 5
+
+
+class _ForeignContext:
+    """A process-wide default start method whose processes the DataLoader cannot start (as joblib's loky backend
+    installs in the jobs it runs)."""
+
+    def __getattr__(self, name):
+        raise AttributeError(f"'Process' object has no attribute {name!r}")
+
+
+def test_workers_start_in_a_job_whose_default_start_method_is_foreign(monkeypatch):
+    import multiprocessing.context
+
+    keys = [f"k{i}" for i in range(6)]
+    monkeypatch.setattr(multiprocessing.context, "_default_context", _ForeignContext())
+    with InputStream(Store().load, keys, num_workers=2) as stream:
+        assert stream.num_workers == 2
+        got = [stream.get(k) for k in keys]
+    assert [g["key"] for g in got] == keys and all(g["pid"] != os.getpid() for g in got)
+
+
+def test_workers_that_cannot_start_leave_the_reads_to_the_job_process(monkeypatch, caplog):
+    import torch.utils.data
+
+    def refuse(self):
+        raise AssertionError("daemonic processes are not allowed to have children")
+
+    monkeypatch.setattr(torch.utils.data.DataLoader, "__iter__", refuse)
+    keys = ["a", "b", "bad"]
+    with caplog.at_level(logging.WARNING, logger="countboard"), \
+            InputStream(Store(bad={"bad"}).load, keys, num_workers=2) as stream:
+        assert stream.num_workers == 0
+        assert _take(stream, keys)[:2] == ["a", "b"]
+        with pytest.raises(OSError):
+            stream.get("bad")
+    assert "could not start" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_joblib_sweep_decodes_with_workers(tmp_path):
+    """Two cells run by Hydra's joblib launcher (loky processes, as `make demo` runs them) read through workers."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "countboard.commands.sweep", "-m", "model=oracle,class_blind",
+         "dataset=synthetic_shapes", "task=praco_negative", f"tracking.store_dir={tmp_path / 'store'}",
+         "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "num_workers=2", "progress=false",
+         f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    assert out.count(" · synthetic_shapes · praco_negative → run ") == 2 and "could not start" not in out, out[-2000:]

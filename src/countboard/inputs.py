@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
+import multiprocessing.context
 import os
 import pickle
 import signal
@@ -135,6 +137,13 @@ def _own_sigchld() -> Iterator[None]:
         signal.signal(signal.SIGCHLD, previous if previous is not None else signal.SIG_DFL)
 
 
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """The standard library's own start method for the workers, never the process's default: a job launched by
+    joblib's loky backend has loky's context as its default, whose processes the DataLoader cannot start."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else methods[0])
+
+
 class InputStream:
     """Inputs ``load(key)`` for ``keys``, read ahead by ``num_workers`` processes (see the module docstring).
 
@@ -157,9 +166,14 @@ class InputStream:
 
             loader = DataLoader(_Reads(load, keys), batch_size=None, shuffle=False, num_workers=self.num_workers,
                                 collate_fn=_first, pin_memory=bool(pin_memory),
-                                prefetch_factor=PREFETCH_PER_WORKER)
-            with _own_sigchld():
-                self._it = iter(loader)
+                                prefetch_factor=PREFETCH_PER_WORKER, multiprocessing_context=_worker_context())
+            try:
+                with _own_sigchld():
+                    self._it = iter(loader)
+            except Exception as exc:  # workers cannot start here (e.g. inside a daemonic process): read in-process
+                log.warning("input loader workers could not start (%s: %s); reading inputs in this process",
+                            type(exc).__name__, exc)
+                self._it, self.num_workers = None, 0
 
     def get(self, key: str) -> Any:
         """The input ``key``; raises what its read raised. A key that was not listed is read now."""
