@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from countboard.models.base import boxes_to_density
+from countboard.models.transfer import to_host
 
 
 def cxcywh_to_yxyx(boxes: np.ndarray, scale_hw: tuple[float, float]) -> np.ndarray:
@@ -193,3 +194,38 @@ def ranked_detections(boxes: torch.Tensor, scores: torch.Tensor, order: torch.Te
                       ) -> list[torch.Tensor]:
     """Boxes and float64 scores in ``order`` (best first), and ``keep``: what ``detect`` reads of a selection."""
     return [boxes.gather(1, order[..., None].expand(-1, -1, 4)), scores.gather(1, order).to(torch.float64), keep]
+
+
+def fetch_selected(boxes: torch.Tensor, scores: torch.Tensor, sizes: torch.Tensor, score_threshold: float,
+                   nms_iou: float, fetch) -> list[np.ndarray]:
+    """:func:`select_detections_batched` of every pair, then ``fetch(boxes, scores, order, keep)`` read in one
+    transfer; when the selection had not settled in its first rounds it runs to the end and is read again."""
+    order, keep, settled = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou)
+    host = to_host([settled, *fetch(boxes, scores, order, keep)])
+    if not bool(host[0]):
+        order, keep, settled = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou,
+                                                         steps=boxes.shape[1])
+        host = to_host([settled, *fetch(boxes, scores, order, keep)])
+    return host[1:]
+
+
+class DetectionDecoding:
+    """``detect``, ``decode_counts`` and ``decode`` of a detector whose ``_kept(features, prompts, fetch)`` reads
+    ``fetch(boxes, scores, order, keep)`` of every pair's selection in one transfer (:func:`fetch_selected`)."""
+
+    def detect(self, features, prompts) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Counted detections per (image, prompt) pair: pixel boxes ``(y0, x0, y1, x1)`` and scores, best first."""
+        ranked_boxes, ranked_scores, keep = self._kept(features, prompts, ranked_detections)
+        return [(b[k], s[k]) for b, s, k in zip(ranked_boxes, ranked_scores, keep, strict=True)]
+
+    def decode_counts(self, features, prompts) -> np.ndarray:
+        """The number of counted detections of each pair (one transfer for the batch)."""
+        if not prompts:
+            return np.zeros(0)
+        (counts,) = self._kept(features, prompts, lambda b, s, o, keep: [keep.sum(dim=1)])
+        return counts.astype(np.float64)
+
+    def decode(self, features, prompts) -> list[np.ndarray]:
+        """Unit mass at the centre of each counted detection."""
+        return [boxes_to_density(boxes, None, feat.size)
+                for feat, (boxes, _) in zip(features, self.detect(features, prompts), strict=True)]

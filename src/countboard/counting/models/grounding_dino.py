@@ -25,16 +25,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from countboard.counting.models.detect_count import (
-    boxes_from_cxcywh,
-    ranked_detections,
-    select_detections_batched,
-)
+from countboard.counting.models.detect_count import DetectionDecoding, boxes_from_cxcywh, fetch_selected
 from countboard.counting.models.prompt_batching import group_by_image
 from countboard.items import ImageItem
-from countboard.models.base import Counter, boxes_to_density, check_one_prompt_each
+from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
-from countboard.models.transfer import to_host
 
 
 @dataclass
@@ -67,7 +62,7 @@ class CachedBackbone(nn.Module):
         return maps, [p.expand(b, *p.shape[1:]) for p in self.cached.positions]
 
 
-class GroundingDinoCounter(Counter):
+class GroundingDinoCounter(DetectionDecoding, Counter):
     """Counts the Grounding DINO detections of a text prompt.
 
     Args:
@@ -165,28 +160,4 @@ class GroundingDinoCounter(Counter):
         sizes = torch.tensor([f.size for f in features], dtype=torch.float64, device=boxes[0].device)
         pix = boxes_from_cxcywh(torch.stack(boxes), sizes[:, None, :])
         score = torch.stack(scores)
-        order, keep, settled = select_detections_batched(pix, score, sizes, threshold, self.nms_iou)
-        host = to_host([settled, *fetch(pix, score, order, keep)])
-        if not bool(host[0]):
-            order, keep, _ = select_detections_batched(pix, score, sizes, threshold, self.nms_iou,
-                                                       steps=pix.shape[1])
-            host = to_host([settled, *fetch(pix, score, order, keep)])
-        return host[1:]
-
-    def detect(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]
-               ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Counted detections per (image, prompt) pair: pixel boxes ``(y0, x0, y1, x1)`` and scores, best first."""
-        ranked_boxes, ranked_scores, keep = self._kept(features, prompts, ranked_detections)
-        return [(b[k], s[k]) for b, s, k in zip(ranked_boxes, ranked_scores, keep, strict=True)]
-
-    def decode_counts(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]) -> np.ndarray:
-        """The number of counted detections of each pair (one transfer for the batch)."""
-        if not prompts:
-            return np.zeros(0)
-        (counts,) = self._kept(features, prompts, lambda b, s, o, keep: [keep.sum(dim=1)])
-        return counts.astype(np.float64)
-
-    def decode(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
-        """Unit mass at the centre of each counted detection."""
-        return [boxes_to_density(boxes, None, feat.size)
-                for feat, (boxes, _) in zip(features, self.detect(features, prompts), strict=True)]
+        return fetch_selected(pix, score, sizes, threshold, self.nms_iou, fetch)

@@ -17,20 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from countboard.counting.models.detect_count import (
-    boxes_from_cxcywh,
-    ranked_detections,
-    select_detections_batched,
-)
+from countboard.counting.models.detect_count import DetectionDecoding, boxes_from_cxcywh, fetch_selected
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
 from countboard.items import ImageItem
-from countboard.models.base import Counter, boxes_to_density, check_one_prompt_each
+from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import owlv2_pixel_values
-from countboard.models.transfer import to_host
 
 
 @dataclass
@@ -48,7 +42,7 @@ class OwlImageFeatures:
     size: tuple[int, int]
 
 
-class Owlv2Counter(Counter):
+class Owlv2Counter(DetectionDecoding, Counter):
     """Counts the OWLv2 detections of a text prompt.
 
     Args:
@@ -106,9 +100,8 @@ class Owlv2Counter(Counter):
                                                                                   strict=True))
         return feats
 
-    @torch.inference_mode()
-    def _selected(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]):
-        """Boxes, scores, ``order``, ``keep`` and ``settled`` of every pair, on the device (nothing waits)."""
+    def _scored(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]):
+        """Boxes, scores and image sizes of every pair, on the device (nothing waits)."""
         check_one_prompt_each(features, prompts, "image features", "pair")
         scores: list[torch.Tensor | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
@@ -119,35 +112,11 @@ class Owlv2Counter(Counter):
                 scores[i] = probs[:, q]
         boxes = torch.stack([f.boxes for f in features])
         sizes = torch.tensor([f.size for f in features], dtype=torch.float64, device=boxes.device)
-        score = torch.stack(scores)
-        order, keep, settled = select_detections_batched(boxes, score, sizes, self.score_threshold, self.nms_iou)
-        return boxes, score, sizes, order, keep, settled
+        return boxes, torch.stack(scores), sizes
 
+    @torch.inference_mode()
     def _kept(self, features, prompts, fetch):
-        """``fetch(boxes, scores, order, keep)`` -> tensors read in one transfer (again if NMS had not settled)."""
-        boxes, score, sizes, order, keep, settled = self._selected(features, prompts)
-        host = to_host([settled, *fetch(boxes, score, order, keep)])
-        if not bool(host[0]):
-            order, keep, _ = select_detections_batched(boxes, score, sizes, self.score_threshold, self.nms_iou,
-                                                       steps=boxes.shape[1])
-            host = to_host([torch.ones((), dtype=torch.bool), *fetch(boxes, score, order, keep)])
-        return host[1:]
-
-    def detect(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]
-               ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Counted detections per (image, prompt) pair: pixel boxes ``(y0, x0, y1, x1)`` and scores, best first."""
-        ranked_boxes, ranked_scores, keep = self._kept(features, prompts, ranked_detections)
-        return [(b[k], s[k]) for b, s, k in zip(ranked_boxes, ranked_scores, keep, strict=True)]
-
-    def decode_counts(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]) -> np.ndarray:
-        """The number of counted detections of each pair (one transfer for the batch)."""
-        if not prompts:
-            return np.zeros(0)
-        (counts,) = self._kept(features, prompts, lambda b, s, o, keep: [keep.sum(dim=1)])
-        return counts.astype(np.float64)
-
-    def decode(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
-        """Unit mass at the centre of each counted detection."""
-        return [boxes_to_density(boxes, None, feat.size)
-                for feat, (boxes, _) in zip(features, self.detect(features, prompts), strict=True)]
+        """``fetch(boxes, scores, order, keep)`` of every pair's selection, read in one transfer."""
+        boxes, score, sizes = self._scored(features, prompts)
+        return fetch_selected(boxes, score, sizes, self.score_threshold, self.nms_iou, fetch)
 
