@@ -33,7 +33,7 @@ import numpy as np
 
 from countboard.metrics import bootstrap as bs
 from countboard.metrics.bootstrap import UnitStatistic
-from countboard.metrics.praco_official import OFFICIAL_GRIDS, official_cell_sums, official_localized_metrics
+from countboard.metrics.praco_official import OFFICIAL_GRIDS, official_grid_sums, official_localized_metrics
 
 #: How an image holding every class of the split enters MNP, NMN (macro) and PCCN.
 ALL_CLASS_IMAGES = ("leave_out", "count")
@@ -203,11 +203,7 @@ def localized_class_sums(pred_map, gt_map, grids=OFFICIAL_GRIDS) -> dict[int, np
     """
     gt = np.clip(np.asarray(gt_map, np.float64), 0, None)
     pred = zoom_keep_sum(np.clip(np.asarray(pred_map, np.float64), 0, None), gt.shape)
-    out = {}
-    for n in grids:
-        p, g = official_cell_sums(pred, n), official_cell_sums(gt, n)
-        out[n] = np.array([np.minimum(p, g).sum(), np.maximum(0.0, p - g).sum(), np.abs(p - g).sum(), g.sum()])
-    return out
+    return official_grid_sums(pred, gt, grids)
 
 
 def multiclass_localized_metrics(sums: dict[int, np.ndarray], image_index) -> dict[str, float]:

@@ -187,6 +187,12 @@ def official_mosaic_cells(pred_pos, pred_neg, gt_map, orientation: str = "vertic
     axis = 0 if orientation == "vertical" else 1
     pred = np.concatenate(halves, axis=axis)
     truth = np.concatenate([gt, np.zeros_like(gt)], axis=axis)
+    return official_grid_sums(pred, truth, grids)
+
+
+def official_grid_sums(pred: np.ndarray, truth: np.ndarray, grids) -> dict[int, np.ndarray]:
+    """Per grid ``n``: ``[Σ min(p, g), Σ max(0, p − g), Σ |p − g|, Σ g]`` over the released scorer's cells of two
+    maps of one shape (the rows the localized metrics are computed from)."""
     out = {}
     for n in grids:
         p, g = official_cell_sums(pred, n), official_cell_sums(truth, n)
