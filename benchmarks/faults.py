@@ -12,16 +12,13 @@ final ``samples.parquet`` (must be 0).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -32,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.conftest import FIXTURES, store_runs, sweep_env  # noqa: E402
+from tests.fixtures.socket_server import socket_server  # noqa: E402
 
 TOY = ["--config-dir", str(FIXTURES / "conf"), "--config-name", "toy_config", "progress=false"]
 UNITS = [f"u{i:03d}" for i in range(12)]
@@ -306,33 +304,6 @@ def _damage(kind: str) -> Callable[[Path, random.Random], Outcome]:
     return trial
 
 
-@contextlib.contextmanager
-def _silent_server():
-    """``host:port`` of a server that accepts connections and never answers (the slowest way to be down)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept():
-        sock.settimeout(0.2)
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                held.append(sock.accept()[0])
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        for conn in held:
-            conn.close()
-        sock.close()
-
-
 UNREACHABLE_COMMANDS = (["index"], ["leaderboard"], ["doctor"], ["compare"], ["mlflow-ui"])
 
 
@@ -365,7 +336,7 @@ def down_server(tmp: Path, rng: random.Random) -> Outcome:
 
 def silent_server(tmp: Path, rng: random.Random) -> Outcome:
     """A server that accepts the connection and never answers (the probe's timeout)."""
-    with _silent_server() as where:
+    with socket_server() as where:
         return _unreachable(tmp, f"http://{where}", f"cannot reach the MLflow server at http://{where}")
 
 

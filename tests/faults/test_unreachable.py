@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -16,59 +13,30 @@ from countboard.errors import TrackingStoreError
 from countboard.tracking.store import REACH_TIMEOUT_S, open_store, reach
 from tests.conftest import sweep_env
 from tests.faults.conftest import TOY, countboard
+from tests.fixtures.socket_server import socket_server
 
 DOWN = "http://127.0.0.1:1"  # nothing listens on port 1: connection refused
 PG_DOWN = "postgresql://u:secret@127.0.0.1:1/db"
 
 
-def _server(answer: bytes | None):
-    """``host:port`` of a server that accepts connections and sends ``answer`` to each (None: never answers)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept():
-        sock.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn = sock.accept()[0]
-            except OSError:
-                continue
-            held.append(conn)
-            if answer is not None:
-                conn.settimeout(2)
-                with contextlib.suppress(OSError):
-                    conn.recv(64)
-                    conn.sendall(answer)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{sock.getsockname()[1]}"
-    stop.set()
-    thread.join(timeout=5)
-    for conn in held:
-        conn.close()
-    sock.close()
-
-
 @pytest.fixture
 def silent_server():
     """A server that accepts connections and never answers: the slowest way for a store to be down."""
-    for where in _server(None):
+    with socket_server() as where:
         yield f"http://{where}"
 
 
 @pytest.fixture
 def silent_port():
-    yield from _server(None)
+    with socket_server() as where:
+        yield where
 
 
 @pytest.fixture
 def postgres_like():
     """A server that answers PostgreSQL's SSLRequest with ``N`` (no TLS), as a PostgreSQL server does."""
-    yield from _server(b"N")
+    with socket_server(b"N") as where:
+        yield where
 
 
 def test_a_refused_connection_is_reported_at_once():
