@@ -233,3 +233,54 @@ def test_sweep_end_to_end_on_synthetic_grounding(tmp_path):
     assert (art / "tables" / "grounding_histograms.parquet").is_file()
     assert sorted(p.name for p in (art / "figures").iterdir()) == [
         "grounding_example_00.png", "grounding_example_01.png", "grounding_histograms.png"]
+
+
+def _records_through_loader(model, dataset, tmp_path, workers: int, batch_size=3, every: int = 3) -> list[dict]:
+    """The records as the engine computes them: chunks of ``every`` units, one input stream over all chunks."""
+    from countboard.inputs import InputStream
+
+    task = GroundingTask()
+    ctx = _ctx(tmp_path, batch_size)
+    units = task.units(model, dataset, ctx)
+    chunks = [units[i:i + every] for i in range(0, len(units), every)]
+    out = []
+    with InputStream(dataset.load, [k for c in chunks for k in task.input_keys(model, dataset, c, ctx)],
+                     workers) as ctx.inputs:
+        for chunk in chunks:
+            out += task.run_units(model, dataset, chunk, ctx)
+    return out
+
+
+def test_samples_are_read_through_the_loader_with_the_same_records(dataset, tmp_path):
+    """Images on disk, one missing and one corrupt: the same records with 0 or 2 loader workers, equal to those
+    of the same samples held in memory, and the unreadable ones fail alone with the reader's message."""
+    on_disk = []
+    for k, s in enumerate(dataset.samples):
+        path = tmp_path / f"{s.sample_id}.png"
+        if k == 3:
+            path.write_bytes(b"not a png")
+        elif k != 6:
+            Image.fromarray(s.image).save(path)
+        on_disk.append(GroundingSample(s.sample_id, s.phrase, s.box, image_path=path, meta=dict(s.meta)))
+    files = GroundingDataset(on_disk)
+    for model in (_Flaky(), _BoxCounter()):
+        plain = _records_through_loader(model, files, tmp_path, workers=0)
+        assert _records_through_loader(model, files, tmp_path, workers=2) == plain
+        assert _records_through_loader(model, files, tmp_path, workers=2, batch_size=1, every=4) == plain
+        by_id = {r["unit_id"]: r for r in plain}
+        bad = {dataset.samples[3].sample_id, dataset.samples[6].sample_id}
+        assert by_id[dataset.samples[6].sample_id]["error"] == (
+            f"FileNotFoundError: image of sample {dataset.samples[6].sample_id} not found at "
+            f"{tmp_path / (dataset.samples[6].sample_id + '.png')}")
+        assert by_id[dataset.samples[3].sample_id]["error"].startswith("UnidentifiedImageError: cannot identify")
+        in_memory = {r["unit_id"]: r for r in GroundingTask().run_units(model, dataset, dataset.ids(), _ctx(tmp_path))}
+        assert {u: r for u, r in by_id.items() if u not in bad} == {u: r for u, r in in_memory.items()
+                                                                    if u not in bad}
+    # a reference model reads no pixels: nothing is decoded, and a sample whose size is declared is scored even
+    # when its image is missing, as it always was
+    sized = GroundingDataset([GroundingSample(s.sample_id, s.phrase, s.box, image_path=s.image_path,
+                                              meta={**s.meta, "image_size": (96, 96)}) for s in on_disk])
+    assert GroundingTask().input_keys(CenterPrior(), sized, sized.ids(), _ctx(tmp_path)) == []
+    records = _records_through_loader(CenterPrior(), sized, tmp_path, workers=2)
+    assert "error" not in pd.DataFrame(records) and records == GroundingTask().run_units(
+        CenterPrior(), dataset, dataset.ids(), _ctx(tmp_path))

@@ -181,6 +181,9 @@ class GroundingModel(ABC):
 
     kind = "vlm"
     explainer_method = "unspecified"
+    #: False for a model that reads only a sample's box and declared size, never its pixels: tasks then do not
+    #: decode its samples' images.
+    reads_pixels: bool = True
 
     def __init__(self, device: str = "cpu"):
         self.device = device

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from countboard.errors import ConfigError, DataNotFoundError
@@ -41,6 +42,12 @@ class GroundingDataset:
 
     def __getitem__(self, sample_id: str) -> GroundingSample:
         return self._by_id[sample_id]
+
+    def load(self, sample_id: str) -> GroundingSample:
+        """The sample with its image decoded (what the job's loader workers read ahead; raises what
+        ``GroundingSample.load_image`` raises for an image that cannot be read)."""
+        sample = self._by_id[sample_id]
+        return replace(sample, image=sample.load_image())
 
 
 def _require(path: Path, key: str, how: str) -> Path:

@@ -35,7 +35,12 @@ def _image_size(sample: GroundingSample) -> tuple[int, int]:
 
 
 class GaussianReference(GroundingModel):
-    """A reference map per sample: one Gaussian whose centre and sigma ``_gaussian`` derives from the sample."""
+    """A reference map per sample: one Gaussian whose centre and sigma ``_gaussian`` derives from the sample.
+
+    It reads the image only for a sample that does not declare its ``image_size``.
+    """
+
+    reads_pixels = False
 
     @abstractmethod
     def _gaussian(self, sample: GroundingSample, size: tuple[int, int]

@@ -146,28 +146,52 @@ class GroundingTask(Task):
     def units(self, model: Any, dataset: Any, ctx: RunContext) -> list[str]:
         return list(dataset.ids())
 
-    def _run_batch(self, model: Any, dataset: Any, ids: Sequence[str]) -> list[dict]:
-        samples = [dataset[u] for u in ids]
-        try:
-            maps = model_heatmaps(model, samples)
-        except CountboardError:
-            raise  # a configuration problem fails every unit alike: stop the job with its message
-        except Exception as exc:  # any model failure fails only its units; the sweep goes on
-            if len(ids) == 1:
-                return [{"unit_id": ids[0], "error": _describe(exc)}]
-            return [r for u in ids for r in self._run_batch(model, dataset, [u])]  # isolate the failing unit
-        records = []
-        for s, m in zip(samples, maps, strict=True):
-            try:
-                records.append(_record(s, m, self.tau, self.delta, self.tie_tol))
-            except UNIT_ERRORS as exc:
-                records.append({"unit_id": s.sample_id, "error": _describe(exc)})
-        return records
+    def input_keys(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[str]:
+        """Every sample of the chunk, decoded ahead by the job's loader workers (``dataset.load``); none for a
+        model that reads no pixels (``reads_pixels``)."""
+        return list(unit_ids) if getattr(model, "reads_pixels", True) else []
 
     def run_units(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
-        step = max(int(ctx.batch_size), 1)
-        return [r for start in range(0, len(unit_ids), step)
-                for r in self._run_batch(model, dataset, list(unit_ids[start:start + step]))]
+        """Samples read through ``ctx.load`` (an unreadable image fails its unit alone), their maps in batches of
+        the job's size; a batch whose model call fails is run again sample by sample, so a failure stays with its
+        unit."""
+        records: dict[str, dict] = {}
+        loaded: list[tuple[GroundingSample, GroundingSample]] = []
+        reads_pixels = getattr(model, "reads_pixels", True)
+        for uid in unit_ids:
+            try:
+                loaded.append((dataset[uid], ctx.load(dataset, uid) if reads_pixels else dataset[uid]))
+            except CountboardError:
+                raise
+            except Exception as exc:  # unreadable image: its unit fails, the others go on
+                records[uid] = {"unit_id": uid, "error": _describe(exc)}
+        for chunk, maps in ctx.batches(loaded, lambda chunk: model_heatmaps(model, [s for _, s in chunk])):
+            if isinstance(maps, CountboardError):
+                raise maps  # a configuration problem fails every unit alike: stop the job with its message
+            if isinstance(maps, Exception) and len(chunk) > 1:  # isolate the failing units
+                maps = [self._one(model, s) for _, s in chunk]
+            elif isinstance(maps, Exception):
+                maps = [maps]
+            for (sample, _), m in zip(chunk, maps, strict=True):
+                # the dataset's own sample: its declared image size is what a map is checked against
+                records[sample.sample_id] = self._unit_record(sample, m)
+        return [records[u] for u in unit_ids]
+
+    def _one(self, model: Any, sample: GroundingSample) -> np.ndarray | Exception:
+        try:
+            return model_heatmaps(model, [sample])[0]
+        except CountboardError:
+            raise
+        except Exception as exc:  # any model failure fails only its unit; the sweep goes on
+            return exc
+
+    def _unit_record(self, sample: GroundingSample, heatmap: np.ndarray | Exception) -> dict:
+        if isinstance(heatmap, Exception):
+            return {"unit_id": sample.sample_id, "error": _describe(heatmap)}
+        try:
+            return _record(sample, heatmap, self.tau, self.delta, self.tie_tol)
+        except UNIT_ERRORS as exc:
+            return {"unit_id": sample.sample_id, "error": _describe(exc)}
 
     def _examples(self, model: Any, dataset: Any, records: pd.DataFrame) -> dict[str, Any]:
         figures: dict[str, Any] = {}
