@@ -1,10 +1,14 @@
 """Batched post-processing on the device: NMS, region labelling and one transfer per batch (CPU device)."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 from scipy import ndimage
 
+from countboard.counting.models import clipseg as clipseg_module
+from countboard.counting.models import detect_count
 from countboard.counting.models.clipseg import ClipSegCounter, regions_to_density_batch
 from countboard.counting.models.detect_count import select_detections, select_detections_batched
 from countboard.counting.models.owlv2 import Owlv2Counter
@@ -21,17 +25,24 @@ def _random_boxes(rng, n, k, side=50.0):
     return boxes, scores
 
 
-@pytest.mark.parametrize("steps", [1, 3, 8])
+@pytest.mark.parametrize("force_tensor_ops", [True, False])
+@pytest.mark.parametrize(("steps", "width"), [(1, 512), (3, 5), (8, 512), (8, 12)])
 @pytest.mark.parametrize("nms_iou", [0.3, 0.5, 1.0])
-def test_batched_selection_equals_the_per_pair_reference(steps, nms_iou):
-    rng = np.random.default_rng(int(steps * 10 + nms_iou * 10))
+def test_batched_selection_equals_the_per_pair_reference(steps, width, nms_iou, force_tensor_ops, monkeypatch):
+    """Also with a narrow first pass (``width`` below the candidates of a pair) and small chunks of pairs."""
+    monkeypatch.setattr(detect_count, "NMS_CHUNK_ELEMENTS", 2 * 40 * 40)
+    rng = np.random.default_rng(int(steps * 10 + nms_iou * 10 + width))
     boxes, scores = _random_boxes(rng, 6, 40)
     sizes = np.array([[50, 50], [40, 60], [50, 50], [10, 10], [60, 30], [50, 50]], dtype=np.float64)
-    order, keep, settled = select_detections_batched(torch.from_numpy(boxes), torch.from_numpy(scores),
-                                                     torch.from_numpy(sizes), 0.4, nms_iou, steps=steps)
+    args = torch.from_numpy(boxes), torch.from_numpy(scores), torch.from_numpy(sizes), 0.4, nms_iou
+    order, keep, settled, needed = select_detections_batched(*args, steps=steps, width=width,
+                                                             force_tensor_ops=force_tensor_ops)
+    assert int(needed) == max(len(select_detections(b, s, tuple(z.astype(int)), 0.4, 1.0)[0])
+                              for b, s, z in zip(boxes, scores, sizes, strict=True))
     if not bool(settled):
-        order, keep, settled = select_detections_batched(torch.from_numpy(boxes), torch.from_numpy(scores),
-                                                         torch.from_numpy(sizes), 0.4, nms_iou, steps=40)
+        assert force_tensor_ops and (steps < 8 or width < int(needed))
+        order, keep, settled, _ = select_detections_batched(*args, steps=int(needed), width=int(needed),
+                                                            force_tensor_ops=force_tensor_ops)
     assert bool(settled)
     for n in range(len(boxes)):
         ref_boxes, ref_scores = select_detections(boxes[n], scores[n], tuple(sizes[n].astype(int)), 0.4, nms_iou)
@@ -46,27 +57,42 @@ def test_a_long_suppression_chain_is_not_settled_after_few_steps():
     boxes = np.array([[0, 3.0 * i, 10, 3.0 * i + 10] for i in range(k)])[None]
     scores = np.linspace(0.9, 0.5, k)[None]
     args = torch.from_numpy(boxes), torch.from_numpy(scores), torch.tensor([[10.0, 100.0]])
-    _, _, settled = select_detections_batched(*args, 0.1, 0.3, steps=2)
-    order, keep, settled_full = select_detections_batched(*args, 0.1, 0.3, steps=k)
+    _, _, settled, _ = select_detections_batched(*args, 0.1, 0.3, steps=2, force_tensor_ops=True)
+    order, keep, settled_full, _ = select_detections_batched(*args, 0.1, 0.3, steps=k, force_tensor_ops=True)
     ref, _ = select_detections(boxes[0], scores[0], (10, 100), 0.1, 0.3)
     assert not bool(settled) and bool(settled_full)
     np.testing.assert_array_equal(boxes[0][order[0][keep[0]].numpy()], ref)
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_tensor_labelling_counts_equal_the_scipy_maps(seed):
+@pytest.mark.parametrize(("seed", "threshold", "min_region"), [(0, 0.55, 3), (1, 0.55, 3), (2, 0.55, 3),
+                                                                (3, 0.55, 1), (4, 0.3, 12)])
+def test_tensor_labelling_counts_equal_the_scipy_maps(seed, threshold, min_region):
     rng = np.random.default_rng(seed)
     probs = ndimage.gaussian_filter(rng.uniform(size=(4, 37, 53)), (0, 1.5, 1.5))
     probs = ((probs - probs.min()) / (probs.max() - probs.min())).astype(np.float32)
     probs[3] = probs[2]
-    expected = regions_to_density_batch(probs, 0.55, 3).sum(axis=(1, 2))
+    expected = regions_to_density_batch(probs, threshold, min_region).sum(axis=(1, 2))
     for force in (True, False):
-        counts, settled, labels, mask = region_counts(torch.from_numpy(probs), 0.55, 3, steps=2,
+        counts, settled, labels, mask = region_counts(torch.from_numpy(probs), threshold, min_region, steps=2,
                                                       force_tensor_ops=force)
         if not bool(settled):
-            counts = finish_counts(torch.from_numpy(probs), labels, mask, 3, steps=2)
+            counts = finish_counts(torch.from_numpy(probs), labels, mask, threshold, min_region, steps=2)
         np.testing.assert_allclose(counts.numpy(), expected, atol=1e-4)
     assert expected.sum() > 0
+
+
+def test_a_region_without_probability_mass_is_not_counted():
+    """With a threshold of 0 every pixel is foreground; a map of zeros is one region with no mass: no count."""
+    probs = np.zeros((3, 9, 11), dtype=np.float32)
+    probs[1, 2:5, 3:6] = 0.4
+    probs[2] = 0.2
+    expected = regions_to_density_batch(probs, 0.0, 1).sum(axis=(1, 2))
+    assert expected.round().tolist() == [0, 1, 1]
+    for force in (True, False):
+        counts, settled, labels, mask = region_counts(torch.from_numpy(probs), 0.0, 1, force_tensor_ops=force)
+        if not bool(settled):
+            counts = finish_counts(torch.from_numpy(probs), labels, mask, 0.0, 1)
+        assert counts.tolist() == [0, 1, 1]
 
 
 class _Syncs:
@@ -93,10 +119,18 @@ def clipseg(tiny_clipseg_dir):
     return ClipSegCounter(model_id=str(tiny_clipseg_dir), mask_threshold=0.5, min_region_frac=0.002)
 
 
+@pytest.mark.parametrize("force_tensor_ops", [False, True])
 @pytest.mark.parametrize("kind", ["owl", "clipseg"])
-def test_counts_of_a_batch_leave_the_device_once(kind, request, make_items, monkeypatch):
+def test_counts_of_a_batch_leave_the_device_once(kind, force_tensor_ops, request, make_items, monkeypatch):
+    """On the CPU the selection and the labelling take the host's shortcuts; forced onto tensor ops they run as
+    on a GPU, and still wait for the device once per batch."""
+    if force_tensor_ops:
+        monkeypatch.setattr(detect_count, "select_detections_batched",
+                            functools.partial(select_detections_batched, force_tensor_ops=True))
+        monkeypatch.setattr(clipseg_module, "region_counts",
+                            functools.partial(clipseg_module.region_counts, force_tensor_ops=True))
     counter = request.getfixturevalue(kind)
-    items = make_items(3, seed=21)
+    items = make_items(4, seed=21)  # two of one size: their maps are labelled together
     feats = counter.encode_images(items)
     pairs = [(f, p) for f in feats for p in PROMPTS]
     counter._text(PROMPTS)  # prompt embeddings cached, as after the first batch
@@ -106,3 +140,27 @@ def test_counts_of_a_batch_leave_the_device_once(kind, request, make_items, monk
     assert syncs.n == 1
     np.testing.assert_allclose(counts, expected, atol=1e-3)
     assert counts.sum() > 0
+
+
+def _serpentine(h, w):
+    """One long 8-connected path: every other row, joined at alternate ends."""
+    m = np.zeros((h, w), dtype=bool)
+    m[::2] = True
+    for k, r in enumerate(range(1, h, 2)):
+        m[r, w - 1 if k % 2 == 0 else 0] = True
+    return m
+
+
+def test_hooking_labels_long_and_noisy_regions_exactly_in_few_rounds():
+    """A 1,000-pixel-long path, diagonal-only contacts and pixel noise: scipy's regions, settled in <= 8 rounds."""
+    rng = np.random.default_rng(5)
+    masks = np.stack([_serpentine(48, 40), np.eye(48, 40, dtype=bool) | np.eye(48, 40, k=7, dtype=bool),
+                      rng.uniform(size=(48, 40)) < 0.45, np.zeros((48, 40), dtype=bool)])
+    probs = torch.from_numpy(masks.astype(np.float32))
+    counts, settled, labels, mask = region_counts(probs, 0.5, 1, steps=8, force_tensor_ops=True)
+    assert bool(settled)
+    expected = [ndimage.label(m, structure=np.ones((3, 3)))[1] for m in masks]
+    assert counts.tolist() == expected
+    assert expected[:2] == [1, 2] and expected[2] > 20
+    roots = labels[:masks.size][torch.from_numpy(masks.reshape(-1))]
+    assert len(torch.unique(roots)) == sum(expected)  # one root per region, over the stack

@@ -173,22 +173,26 @@ class ClipSegCounter(Counter):
 
     @torch.inference_mode()
     def decode_counts(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> np.ndarray:
-        """The number of counted regions of each pair, labelled on the device (``regions.region_counts``); one
-        transfer for the batch. ``decode``'s maps sum to these counts (up to float32 rounding of the maps)."""
+        """The number of counted regions of each pair, labelled on the device (``regions.region_counts``): the maps
+        of all images of one size are labelled together, and the counts leave the device in one transfer.
+        ``decode``'s maps sum to these counts (up to float32 rounding of the maps)."""
         check_one_prompt_each(features, prompts, "image features", "pair")
-        groups = group_by_image(features)
+        by_size: dict[tuple[int, int], list] = {}
+        for feat, idx in group_by_image(features):
+            by_size.setdefault(tuple(feat.size), []).append(
+                (idx, self.device_probabilities(feat, [prompts[i] for i in idx])))
         found = []
-        for feat, idx in groups:
-            probs = self.device_probabilities(feat, [prompts[i] for i in idx])
-            h, w = feat.size
+        for (h, w), parts in by_size.items():
+            probs = torch.cat([p for _, p in parts]) if len(parts) > 1 else parts[0][1]
+            idx = [i for part, _ in parts for i in part]
             min_region = int(np.ceil(self.min_region_frac * h * w))
-            found.append((probs, min_region, *region_counts(probs, self.mask_threshold, min_region)))
-        host = to_host([t for _, _, counts, settled, _, _ in found for t in (counts, settled)])
+            found.append((idx, probs, min_region, *region_counts(probs, self.mask_threshold, min_region)))
+        host = to_host([t for _, _, _, counts, settled, _, _ in found for t in (counts, settled)])
         out = np.zeros(len(prompts), dtype=np.float64)
-        for g, ((_, idx), (probs, min_region, _, _, labels, mask)) in enumerate(zip(groups, found, strict=True)):
+        for g, (idx, probs, min_region, _, _, labels, mask) in enumerate(found):
             counts = host[2 * g]
             if not bool(host[2 * g + 1]):
-                (counts,) = to_host([finish_counts(probs, labels, mask, min_region)])
+                (counts,) = to_host([finish_counts(probs, labels, mask, self.mask_threshold, min_region)])
             out[idx] = counts
         return out
 

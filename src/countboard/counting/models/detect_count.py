@@ -156,22 +156,38 @@ def nms_steps(keep: torch.Tensor, valid: torch.Tensor, suppresses: torch.Tensor,
     return keep, settled
 
 
+#: Candidates (valid boxes, best first) per pair that the first NMS pass on a device covers; a pair with more is
+#: decided in a second pass as wide as the widest pair (rare for a trained detector at its threshold).
+NMS_WIDTH = 512
+#: Elements of the IoU matrices computed at once (pairs are taken in chunks below it: bounded memory).
+NMS_CHUNK_ELEMENTS = 2**24
+
+
 def select_detections_batched(boxes: torch.Tensor, scores: torch.Tensor, sizes: torch.Tensor,
-                              score_threshold: float, nms_iou: float, steps: int = 8
-                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                              score_threshold: float, nms_iou: float, steps: int = 8, width: int = NMS_WIDTH,
+                              force_tensor_ops: bool = False
+                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`select_detections` of ``N`` pairs at once on their device, without waiting for it.
+
+    The valid boxes (score above the threshold, centre in the image) come first in ``order``, so NMS only needs the
+    first ``width`` ranked boxes of each pair: their IoU matrices are computed a chunk of pairs at a time, and greedy
+    NMS is reached as the fixpoint of ``nms_steps``. On a CPU device the host is the device: greedy NMS runs pair by
+    pair, each kept box against the boxes after it (the same float64 IoU arithmetic, so the same decisions), unless
+    ``force_tensor_ops``.
 
     Args:
         boxes: ``(N, K, 4)`` float64 pixel boxes ``(y0, x0, y1, x1)``.
         scores: ``(N, K)`` scores.
         sizes: ``(N, 2)`` image ``(H, W)``.
         score_threshold, nms_iou: As in :func:`select_detections`.
-        steps: Fixpoint rounds run before the caller looks (more are run if the result had not settled).
+        steps: Fixpoint rounds run before the caller looks.
+        width: Ranked boxes per pair that NMS covers.
 
     Returns:
         ``order`` ``(N, K)`` (best score first, ties in index order as a stable sort), ``keep`` ``(N, K)`` in that
-        order, and ``settled`` (0-d bool). Read what is needed of them in one transfer; when ``settled`` is False
-        (a suppression chain longer than ``steps``: rare) call again with ``steps=K``, which always settles.
+        order, ``settled`` (0-d bool) and ``needed`` (0-d: the most valid boxes of a pair). Read what is needed of
+        them in one transfer; when ``settled`` is False (more valid boxes than ``width``, or a suppression chain
+        longer than ``steps``) call again with ``steps=width=needed``, which always settles.
     """
     s = scores.to(torch.float64)
     cy, cx = (boxes[..., 0] + boxes[..., 2]) / 2, (boxes[..., 1] + boxes[..., 3]) / 2
@@ -180,14 +196,50 @@ def select_detections_batched(boxes: torch.Tensor, scores: torch.Tensor, sizes: 
     key = torch.where(valid, s, torch.full_like(s, -math.inf))
     order = torch.sort(key, dim=1, descending=True, stable=True).indices
     valid = valid.gather(1, order)
+    counted = valid.sum(dim=1)
+    needed = counted.max() if len(counted) else torch.zeros((), dtype=torch.long, device=boxes.device)
+    settled = torch.ones((), dtype=torch.bool, device=boxes.device)
     if nms_iou >= 1 or boxes.shape[1] < 2:
-        return order, valid, torch.ones((), dtype=torch.bool, device=boxes.device)
-    ranked = boxes.gather(1, order[..., None].expand(-1, -1, 4))
-    k = boxes.shape[1]
-    before = torch.ones((k, k), dtype=torch.bool, device=boxes.device).triu(1)
-    suppresses = (batched_iou(ranked) > nms_iou) & before & valid[:, :, None]
-    keep, settled = nms_steps(valid, valid, suppresses, steps)
-    return order, keep, settled
+        return order, valid, settled, needed
+    if boxes.device.type == "cpu" and not force_tensor_ops:
+        ranked = boxes.gather(1, order[..., None].expand(-1, -1, 4)).numpy()
+        return order, torch.from_numpy(_greedy_keep(ranked, counted.numpy(), nms_iou)), settled, needed
+    m = max(1, min(boxes.shape[1], int(width)))
+    ranked = boxes.gather(1, order[:, :m, None].expand(-1, -1, 4))
+    before = torch.ones((m, m), dtype=torch.bool, device=boxes.device).triu(1)
+    keep = torch.zeros_like(valid)
+    chunk = max(1, NMS_CHUNK_ELEMENTS // (m * m))
+    for a in range(0, len(boxes), chunk):
+        first = valid[a:a + chunk, :m]
+        suppresses = (batched_iou(ranked[a:a + chunk]) > nms_iou) & before & first[:, :, None]
+        kept, done = nms_steps(first, first, suppresses, steps)
+        keep[a:a + chunk, :m] = kept
+        settled = settled & done
+    return order, keep, settled & (needed <= m), needed
+
+
+def _greedy_keep(ranked: np.ndarray, counted: np.ndarray, nms_iou: float) -> np.ndarray:
+    """Greedy NMS of the first ``counted[n]`` boxes of each ``ranked[n]`` (best first): ``(N, K)`` kept flags.
+
+    Each kept box is compared with the boxes after it only (``pairwise_iou``'s float64 arithmetic, row by row), so
+    the work is (kept boxes) x (candidates) instead of a full IoU matrix."""
+    keep = np.zeros(ranked.shape[:2], dtype=bool)
+    for n, k in enumerate(counted.tolist()):
+        b = ranked[n, :k]
+        area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+        alive = np.ones(k, dtype=bool)
+        for i in range(k - 1):
+            if not alive[i]:
+                continue
+            rest = b[i + 1:]
+            ih = np.clip(np.minimum(b[i, 2], rest[:, 2]) - np.maximum(b[i, 0], rest[:, 0]), 0, None)
+            iw = np.clip(np.minimum(b[i, 3], rest[:, 3]) - np.maximum(b[i, 1], rest[:, 1]), 0, None)
+            inter = ih * iw
+            union = area[i] + area[i + 1:] - inter
+            iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+            alive[i + 1:] &= iou <= nms_iou
+        keep[n, :k] = alive
+    return keep
 
 
 def ranked_detections(boxes: torch.Tensor, scores: torch.Tensor, order: torch.Tensor, keep: torch.Tensor
@@ -199,14 +251,16 @@ def ranked_detections(boxes: torch.Tensor, scores: torch.Tensor, order: torch.Te
 def fetch_selected(boxes: torch.Tensor, scores: torch.Tensor, sizes: torch.Tensor, score_threshold: float,
                    nms_iou: float, fetch) -> list[np.ndarray]:
     """:func:`select_detections_batched` of every pair, then ``fetch(boxes, scores, order, keep)`` read in one
-    transfer; when the selection had not settled in its first rounds it runs to the end and is read again."""
-    order, keep, settled = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou)
-    host = to_host([settled, *fetch(boxes, scores, order, keep)])
+    transfer; when the selection had not settled (more candidates than its first width, or a long suppression
+    chain) it runs again as wide and as long as the most candidates of a pair, and is read again."""
+    order, keep, settled, needed = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou)
+    host = to_host([settled, needed, *fetch(boxes, scores, order, keep)])
     if not bool(host[0]):
-        order, keep, settled = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou,
-                                                         steps=boxes.shape[1])
-        host = to_host([settled, *fetch(boxes, scores, order, keep)])
-    return host[1:]
+        n = max(int(host[1]), 1)
+        order, keep, _, _ = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou, steps=n,
+                                                      width=n)
+        host = to_host([settled, needed, *fetch(boxes, scores, order, keep)])
+    return host[2:]
 
 
 class DetectionDecoding:
