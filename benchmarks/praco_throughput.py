@@ -277,6 +277,18 @@ def peak_memory(device: str) -> str:
     return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (process RSS)"
 
 
+def candidates_per_pair(counter: Counter, items, classes) -> float | None:
+    """OWLv2: the mean number of boxes per pair that NMS decides on (score above the threshold, centre in the
+    image) — what the selection's cost grows with (a random model scores most of its boxes highly)."""
+    if not hasattr(counter, "_scored"):
+        return None
+    from countboard.counting.models.detect_count import candidates
+
+    feats = counter.encode_images(items[:1])
+    boxes, scores, sizes = counter._scored([feats[0]] * len(classes), list(classes))
+    return float(candidates(boxes, scores, sizes, counter.score_threshold).sum(dim=1).double().mean())
+
+
 def measure(name: str, counter: Counter, items, classes, batch_size: int, device: str) -> dict:
     run_cached(counter, items[:1], classes[:2], batch_size)  # warm-up (lazy inits, allocator)
     _clear_text_cache(counter)
@@ -311,7 +323,8 @@ def measure(name: str, counter: Counter, items, classes, batch_size: int, device
             "cached_pairs_per_s": pairs / (t1 - t0), "per_pair_pairs_per_s": pairs / (t2 - t1),
             "speedup": (t2 - t1) / (t1 - t0), "max_count_diff": float(np.abs(cached - per_pair).max()),
             "forward_pairs_per_s": pairs / (t4 - t3), "ratio": (t4 - t3) / (t1 - t0),
-            "host_ms_per_pair": 1e3 * (t6 - t5) / pairs, "gpu_busy": busy.percent, "peak": peak_memory(device)}
+            "host_ms_per_pair": 1e3 * (t6 - t5) / pairs, "gpu_busy": busy.percent, "peak": peak_memory(device),
+            "candidates": candidates_per_pair(counter, items, classes)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -363,7 +376,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"pairs/s | per-pair {row['per_pair_pairs_per_s']:8.2f} pairs/s | speedup {row['speedup']:5.1f}x | "
                   f"max |count diff| {row['max_count_diff']:.2e}\n{'':<11} model-only forward "
                   f"{row['forward_pairs_per_s']:8.2f} pairs/s | cached/forward {row['ratio']:.2f} | host (null "
-                  f"model) {row['host_ms_per_pair']:.3f} ms/pair | GPU busy {row['gpu_busy']} | peak {row['peak']}",
+                  f"model) {row['host_ms_per_pair']:.3f} ms/pair | GPU busy {row['gpu_busy']} | peak {row['peak']}"
+                  + ("" if row["candidates"] is None else
+                     f"\n{'':<11} NMS candidates per pair (score above threshold, centre in image): "
+                     f"{row['candidates']:.0f}"),
                   flush=True)
             del counter
     return 0

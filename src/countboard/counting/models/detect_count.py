@@ -156,6 +156,14 @@ def nms_steps(keep: torch.Tensor, valid: torch.Tensor, suppresses: torch.Tensor,
     return keep, settled
 
 
+def candidates(boxes: torch.Tensor, scores: torch.Tensor, sizes: torch.Tensor, score_threshold: float
+               ) -> torch.Tensor:
+    """``(N, K)``: the boxes NMS decides on (score above the threshold, centre inside the image)."""
+    cy, cx = (boxes[..., 0] + boxes[..., 2]) / 2, (boxes[..., 1] + boxes[..., 3]) / 2
+    h, w = sizes[:, 0:1].to(torch.float64), sizes[:, 1:2].to(torch.float64)
+    return (scores.to(torch.float64) > score_threshold) & (cy >= 0) & (cy < h) & (cx >= 0) & (cx < w)
+
+
 #: Candidates (valid boxes, best first) per pair that the first NMS pass on a device covers; a pair with more is
 #: decided in a second pass as wide as the widest pair (rare for a trained detector at its threshold).
 NMS_WIDTH = 512
@@ -190,9 +198,7 @@ def select_detections_batched(boxes: torch.Tensor, scores: torch.Tensor, sizes: 
         longer than ``steps``) call again with ``steps=width=needed``, which always settles.
     """
     s = scores.to(torch.float64)
-    cy, cx = (boxes[..., 0] + boxes[..., 2]) / 2, (boxes[..., 1] + boxes[..., 3]) / 2
-    h, w = sizes[:, 0:1].to(torch.float64), sizes[:, 1:2].to(torch.float64)
-    valid = (s > score_threshold) & (cy >= 0) & (cy < h) & (cx >= 0) & (cx < w)
+    valid = candidates(boxes, s, sizes, score_threshold)
     key = torch.where(valid, s, torch.full_like(s, -math.inf))
     order = torch.sort(key, dim=1, descending=True, stable=True).indices
     valid = valid.gather(1, order)
