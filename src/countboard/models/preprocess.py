@@ -1,30 +1,37 @@
 """Image preprocessing as batched tensor ops on the model's device, equal to the transformers processors'.
 
 The processors of transformers' PIL backend resize each image on the host, one at a time: ``ViTImageProcessor``
-(CLIPSeg) through PIL's bilinear filter on ``uint8`` pixels, ``Owlv2ImageProcessor`` through scipy (a Gaussian
-anti-aliasing filter and a linear zoom, about 0.24 s per image at 960 px on a loaded CPU). Here the same operators
-run on a ``(B, 3, H, W)`` tensor of same-size images on the model's device:
+(CLIPSeg) and ``GroundingDinoImageProcessor`` through PIL's bilinear filter on ``uint8`` pixels,
+``Owlv2ImageProcessor`` through scipy (a Gaussian anti-aliasing filter and a linear zoom, about 0.24 s per image at
+960 px on a loaded CPU). Here the same operators run on a ``(B, 3, H, W)`` tensor of same-size images on the
+model's device:
 
-- :func:`pil_bilinear_resize` reproduces the fixed-point arithmetic of Pillow's ``Resample.c`` (integer filter
-  coefficients with 22 fractional bits, the horizontal pass rounded to ``uint8`` before the vertical one), with
-  exact whole-number sums. On the sizes of the tests' fixtures and of the benchmarks (e.g. 256 x 256 to 64 x 64 or
-  352 x 352) :func:`vit_pixel_values` equals the processor's ``pixel_values`` **bit for bit**. For some other
-  size pairs, where both axes are resampled, the installed Pillow wheel differs from that reference code by one
-  ``uint8`` level at a few per cent of the pixels (``tests/models/test_preprocess.py`` bounds it at one level).
+- :func:`pil_bilinear_resize` reproduces the fixed-point arithmetic of Pillow's ``Resample.c``: integer filter
+  coefficients with 22 fractional bits (:func:`pil_bilinear_taps`), each pass summed in int32 as Pillow sums
+  (exact on every device and in every precision mode: no float matrix product, so TF32 cannot reach it), the
+  first pass rounded to ``uint8`` before the second, in the installed Pillow's order (:func:`pil_vertical_first`).
+  Each pass gathers the ``K`` input rows of every output row (``K = 2 ceil(scale) + 1``), so the work follows the
+  output's size, not input x output. It equals ``PIL.Image.resize`` **bit for bit** on random size pairs
+  (``tests/models/test_preprocess.py``).
+- :func:`vit_pixel_values` (CLIPSeg) and :func:`grounding_dino_pixel_values` (Grounding DINO: the shortest/longest
+  edge size of :func:`shortest_edge_size`, padding and ``pixel_mask``) then rescale and normalise through a table
+  of the 3 x 256 results of transformers' float operations on each ``uint8`` value: the processor's
+  ``pixel_values`` **bit for bit**.
 - :func:`owlv2_pixel_values` applies scipy's Gaussian filter (mirror boundary, radius ``int(4 sigma + 0.5)``)
   followed by its linear zoom (``grid_mode=True``, mirror boundary) as one float64 matrix per axis, multiplied in
-  float32. scipy accumulates in float64 and stores float32 after each step; the two differ by float rounding only (|difference| <= 1e-5 after normalisation, where one ``uint8``
-  level is 1.5e-2; ``tests/models/test_preprocess.py``).
+  float32. scipy accumulates in float64 and stores float32 after each step; the two differ by float rounding only
+  (|difference| <= 1e-5 after normalisation, where one ``uint8`` level is 1.5e-2; ``tests/models/test_preprocess.py``).
 
-Both run with autocast off (a ``bf16`` job still gets fp32 pixels, as from the processor). A processor whose
-settings these functions do not reproduce (another resample filter, a shortest-edge resize, a centre crop) is
-called as it is, on the host.
+All run with autocast off (a ``bf16`` job still gets fp32 pixels, as from the processor). A processor whose
+settings these functions do not reproduce (another resample filter, a centre crop, a ``max_height`` size) is
+called as it is, on the host. On a CPU device the PIL passes run one image plane at a time (the working set stays
+in cache) and cost about what the processor costs (``docs/benchmarks.md``); the gain is on an accelerator, where
+the host no longer resizes.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,35 +43,45 @@ _PIL_BILINEAR = 2
 
 
 @functools.lru_cache(maxsize=64)
-def pil_bilinear_coefficients(in_size: int, out_size: int) -> np.ndarray:
-    """``(out_size, in_size)`` integer coefficients of PIL's bilinear resampling along one axis (as float64).
+def pil_bilinear_taps(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """PIL's bilinear resampling along one axis: the first input index of each output ``(out_size,)`` and the
+    integer weights of its inputs from there ``(out_size, K)`` (zero past an output's support).
 
     Follows ``precompute_coeffs`` and ``normalize_coeffs_8bpc`` of Pillow's ``Resample.c``: the triangle filter is
     widened by the downscaling factor (antialiasing), each row is normalised in double precision and rounded to
     ``PIL_PRECISION_BITS`` fractional bits.
+    """
+    scale = in_size / out_size
+    filterscale = max(scale, 1.0)
+    support = filterscale  # the bilinear filter's support is 1
+    center = (np.arange(out_size) + 0.5) * scale
+    first = np.maximum(np.trunc(center - support + 0.5), 0).astype(np.int64)  # C's (int) truncates
+    count = np.minimum(np.trunc(center + support + 0.5), in_size).astype(np.int64) - first
+    offsets = np.arange(int(count.max()))
+    inside = offsets[None, :] < count[:, None]
+    # Resample.c multiplies by the reciprocal, and adds the weights in order (a running sum, not numpy's pairwise)
+    t = ((first[:, None] + offsets[None, :]) - center[:, None] + 0.5) * (1.0 / filterscale)
+    weights = np.where(inside, np.maximum(0.0, 1.0 - np.abs(t)), 0.0)
+    total = np.cumsum(weights, axis=1)[:, -1:]
+    k = np.where(total != 0.0, weights / np.where(total != 0.0, total, 1.0), weights)
+    one = float(1 << PIL_PRECISION_BITS)
+    taps = np.where(k < 0, np.trunc(-0.5 + k * one), np.trunc(0.5 + k * one)).astype(np.int64)
+    return first, taps
+
+
+def pil_bilinear_coefficients(in_size: int, out_size: int) -> np.ndarray:
+    """``(out_size, in_size)`` integer coefficients of PIL's bilinear resampling along one axis (as float64): the
+    dense form of :func:`pil_bilinear_taps`.
 
     Example:
         >>> (pil_bilinear_coefficients(4, 2) / 2**22).round(3).tolist()
         [[0.429, 0.429, 0.143, 0.0], [0.0, 0.143, 0.429, 0.429]]
     """
-    scale = in_size / out_size
-    filterscale = max(scale, 1.0)
-    support = filterscale  # the bilinear filter's support is 1
-    one = float(1 << PIL_PRECISION_BITS)
+    first, taps = pil_bilinear_taps(in_size, out_size)
     out = np.zeros((out_size, in_size), dtype=np.float64)
     for xx in range(out_size):
-        center = (xx + 0.5) * scale
-        xmin = max(int(center - support + 0.5), 0)
-        xmax = min(int(center + support + 0.5), in_size) - xmin
-        weights = []
-        total = 0.0
-        for x in range(xmax):
-            w = max(0.0, 1.0 - abs((x + xmin - center + 0.5) / filterscale))
-            weights.append(w)
-            total += w
-        for x, w in enumerate(weights):
-            k = w / total if total != 0.0 else w
-            out[xx, xmin + x] = int(-0.5 + k * one) if k < 0 else int(0.5 + k * one)
+        n = min(taps.shape[1], in_size - first[xx])
+        out[xx, first[xx]:first[xx] + n] = taps[xx, :n]
     return out
 
 
@@ -79,51 +96,91 @@ def resample_last(x: torch.Tensor, out_size: int, builder) -> torch.Tensor:
     return x @ _matrix(x.shape[-1], out_size, builder, str(x.device), x.dtype)
 
 
-#: Coefficients are split as ``hi * 2**_SPLIT + lo`` so that float32 products sum exactly (see ``_pil_pass``).
-_SPLIT = 10
-
-
-def _pil_hi(in_size: int, out_size: int) -> np.ndarray:
-    return np.floor(pil_bilinear_coefficients(in_size, out_size) / 2**_SPLIT)
-
-
-def _pil_lo(in_size: int, out_size: int) -> np.ndarray:
-    k = pil_bilinear_coefficients(in_size, out_size)
-    return k - np.floor(k / 2**_SPLIT) * 2**_SPLIT
+@functools.lru_cache(maxsize=128)
+def _pil_taps_on(in_size: int, out_size: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`pil_bilinear_taps` on ``device``: input indices and int32 weights, ``(K, out_size)`` each."""
+    first, taps = pil_bilinear_taps(in_size, out_size)
+    index = np.minimum(first[None, :] + np.arange(taps.shape[1])[:, None], in_size - 1)  # weight 0 past the end
+    return (torch.from_numpy(index).to(device),
+            torch.from_numpy(np.ascontiguousarray(taps.T)).to(device=device, dtype=torch.int32))
 
 
 def _pil_pass(x: torch.Tensor, out_size: int) -> torch.Tensor:
-    """One PIL pass along the last axis of ``x`` (whole values 0..255, float32): sum, round, clip to 0..255.
+    """One PIL pass along the rows (dim -2) of int32 ``x`` (whole values 0..255): Pillow's sum of ``pixel * weight``
+    over each output's ``K`` inputs in 32-bit integers, rounded, shifted and clipped to 0..255.
 
-    PIL sums ``pixel * coefficient`` in 32-bit integers. Here each coefficient is split in a high and a low part
-    of at most 12 and 10 bits, so every partial sum of either product stays a whole number below ``2**24`` (for up
-    to 64 taps, a 30x reduction) and float32 matrix products compute both exactly; the parts are joined in
-    float64. Larger reductions are summed in float64 directly.
+    Bilinear weights are not negative and sum to ``2**22`` (up to rounding), so the sums stay below ``2**31``:
+    int32 holds them exactly. ``K`` row gathers of the input (``2 ceil(scale) + 1`` for a reduction by ``scale``),
+    so the work grows with the output and the filter's width, not with the input's size.
     """
-    n = x.shape[-1]
-    if 2 * math.ceil(n / out_size) + 1 > 64:
-        acc = resample_last(x.to(torch.float64), out_size, pil_bilinear_coefficients)
-    else:
-        hi = resample_last(x, out_size, _pil_hi).to(torch.float64)
-        acc = hi * float(2**_SPLIT) + resample_last(x, out_size, _pil_lo).to(torch.float64)
-    acc += float(1 << (PIL_PRECISION_BITS - 1))
-    return torch.floor(acc / float(1 << PIL_PRECISION_BITS)).clamp_(0, 255).to(torch.float32)
+    x = x.contiguous()  # whole rows are gathered: contiguous copies
+    index, weights = _pil_taps_on(x.shape[-2], out_size, str(x.device))
+    acc = x.index_select(-2, index[0]).mul_(weights[0].view(-1, 1)).add_(1 << (PIL_PRECISION_BITS - 1))
+    for k in range(1, index.shape[0]):
+        acc.add_(x.index_select(-2, index[k]).mul_(weights[k].view(-1, 1)))
+    return acc.bitwise_right_shift_(PIL_PRECISION_BITS).clamp_(0, 255)
+
+
+@functools.lru_cache(maxsize=1)
+def _pillow_version() -> tuple[int, int]:
+    import PIL
+
+    major, minor = (int(v) for v in PIL.__version__.split(".")[:2])
+    return major, minor
+
+
+def pil_vertical_first(in_hw: tuple[int, int], out_hw: tuple[int, int]) -> bool:
+    """True when the installed Pillow resizes ``in_hw`` to ``out_hw`` with the vertical pass first.
+
+    The passes round to ``uint8`` in between, so the order changes the result by one level at some pixels. Pillow
+    before 12.2 always runs the horizontal pass first; 12.2 and 12.3 run the vertical one first for images more
+    than 100 times taller than wide whose height shrinks; from 13.0 the vertical pass comes first when the height
+    shrinks by more than twice as many pixels as the width (``H - h > 2 (W - w)``; checked against the installed
+    wheel on random size pairs in ``tests/models/test_preprocess.py``).
+
+    Example:
+        >>> pil_vertical_first((100, 100), (20, 80)), pil_vertical_first((100, 100), (80, 20))  # Pillow >= 13
+        (True, False)
+    """
+    (in_h, in_w), (out_h, out_w) = in_hw, out_hw
+    if out_h >= in_h:
+        return False
+    version = _pillow_version()
+    if version >= (13, 0):
+        return in_h - out_h > 2 * (in_w - out_w)
+    return version >= (12, 2) and in_h > 100 * in_w
+
+
+def _pil_resize_int(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """:func:`pil_bilinear_resize` as int32."""
+    h, w = int(size[0]), int(size[1])
+    vertical_first = pil_vertical_first(tuple(images.shape[-2:]), (h, w))
+
+    def horizontal(x):
+        return _pil_pass(x.transpose(-1, -2), w).transpose(-1, -2) if x.shape[-1] != w else x
+
+    def vertical(x):
+        return _pil_pass(x, h) if x.shape[-2] != h else x
+
+    def resize(x):
+        x = x.to(torch.int32)
+        return horizontal(vertical(x)) if vertical_first else vertical(horizontal(x))
+
+    if images.device.type != "cpu":
+        return resize(images)
+    # On a CPU one plane at a time: its working set stays in cache (about 3x faster than a batch of 1080p images).
+    planes = images.reshape(-1, 1, *images.shape[-2:])
+    return torch.cat([resize(plane) for plane in planes]).view(*images.shape[:-2], h, w)
 
 
 def pil_bilinear_resize(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """``(B, C, H, W)`` uint8 images resized to ``size = (h, w)`` as ``PIL.Image.resize(..., BILINEAR)`` does.
 
-    Returns float32 with whole values 0..255 (PIL's ``uint8`` result). Two passes, the first rounded to ``uint8``:
-    horizontal first unless the vertical pass leaves fewer pixels (PIL's order); an axis whose size does not
-    change is not resampled.
+    Returns float32 with whole values 0..255 (PIL's ``uint8`` result). Two passes, the first rounded to ``uint8``,
+    in the installed Pillow's order (:func:`pil_vertical_first`); an axis whose size does not change is not
+    resampled.
     """
-    x = images.to(torch.float32).contiguous()
-    h, w = int(size[0]), int(size[1])
-    if x.shape[-1] != w:
-        x = _pil_pass(x, w)
-    if x.shape[-2] != h:
-        x = _pil_pass(x.transpose(-1, -2), h).transpose(-1, -2)
-    return x
+    return _pil_resize_int(images, size).to(torch.float32)
 
 
 def images_tensor(images: Sequence[np.ndarray], device: str | torch.device) -> torch.Tensor:
@@ -155,11 +212,29 @@ def _rescale(x: torch.Tensor, processor) -> torch.Tensor:
     return (x.to(torch.float64) * factor).to(torch.float32)
 
 
+def _uint8_lut(processor, device: str) -> torch.Tensor:
+    """``(3 * 256,)`` float32: :func:`_normalise` of :func:`_rescale` of every uint8 value, per channel."""
+    values = torch.arange(256, dtype=torch.float32, device=device).view(1, 1, 1, 256).expand(1, 3, 1, 256)
+    return _normalise(_rescale(values, processor), processor).reshape(-1)
+
+
+def _rescaled_normalised(x: torch.Tensor, processor) -> torch.Tensor:
+    """``_normalise(_rescale(x))`` of ``(B, 3, H, W)`` whole values 0..255 (uint8 or int32), read from a table of
+    the 3 x 256 possible results (the same float operations on the same values, so the same bits)."""
+    lut = _uint8_lut(processor, str(x.device))
+    index = x.to(torch.int32) + (torch.arange(3, dtype=torch.int32, device=x.device) * 256).view(1, 3, 1, 1)
+    return lut.index_select(0, index.reshape(-1)).view(index.shape)
+
+
+def _size_value(size, key: str) -> int | None:
+    """``size[key]`` of a processor's size (a dict, or transformers' ``SizeDict``); None when absent or 0."""
+    value = size.get(key) if isinstance(size, dict) else getattr(size, key, None)
+    return int(value) if value else None
+
+
 def _size_hw(processor) -> tuple[int, int] | None:
-    size = processor.size
-    get = size.get if isinstance(size, dict) else (lambda k, d=None: getattr(size, k, d))
-    h, w = get("height"), get("width")
-    return (int(h), int(w)) if h and w else None
+    h, w = _size_value(processor.size, "height"), _size_value(processor.size, "width")
+    return (h, w) if h and w else None
 
 
 def vit_supported(processor) -> bool:
@@ -187,8 +262,8 @@ def vit_pixel_values(images: Sequence[np.ndarray], processor, device: str | torc
     out: list[torch.Tensor | None] = [None] * len(images)
     with torch.autocast(torch.device(device).type, enabled=False):
         for _, idx in by_size(images).items():
-            x = pil_bilinear_resize(images_tensor([images[i] for i in idx], device), size)
-            x = _normalise(_rescale(x, processor), processor)
+            x = _pil_resize_int(images_tensor([images[i] for i in idx], device), size)
+            x = _rescaled_normalised(x, processor)
             for k, i in enumerate(idx):
                 out[i] = x[k]
     return torch.stack(out)
@@ -272,3 +347,101 @@ def owlv2_pixel_values(images: Sequence[np.ndarray], processor, device: str | to
                 out[i] = x[k]
     return torch.stack(out)
 
+
+
+def shortest_edge_size(hw: tuple[int, int], shortest: int, longest: int | None) -> tuple[int, int]:
+    """``(h, w)`` with the shorter side ``shortest`` unless the longer would pass ``longest`` (then the longer side
+    is about ``longest``), as transformers' ``get_size_with_aspect_ratio`` computes it (DETR-style resizing).
+
+    Example:
+        >>> shortest_edge_size((480, 640), 800, 1333), shortest_edge_size((400, 1600), 800, 1333)
+        ((800, 1066), (333, 1333))
+    """
+    height, width = hw
+    size, raw = shortest, None
+    if longest is not None:
+        short_side, long_side = float(min(height, width)), float(max(height, width))
+        if long_side / short_side * size > longest:
+            raw = longest * short_side / long_side
+            size = int(round(raw))
+    if (height <= width and height == size) or (width <= height and width == size):
+        return height, width
+    scale = raw if raw is not None else size
+    if width < height:
+        return int(scale * height / width), size
+    return size, int(scale * width / height)
+
+
+def _dino_size(processor, hw: tuple[int, int]) -> tuple[int, int]:
+    """The size ``GroundingDinoImageProcessor`` resizes an ``hw`` image to (``hw`` itself without resizing)."""
+    if not processor.do_resize:
+        return hw
+    shortest = _size_value(processor.size, "shortest_edge")
+    if shortest:
+        return shortest_edge_size(hw, shortest, _size_value(processor.size, "longest_edge"))
+    return _size_hw(processor)
+
+
+def grounding_dino_supported(processor) -> bool:
+    """True when ``processor`` resizes as :func:`grounding_dino_pixel_values` reproduces: PIL's bilinear filter to
+    a shortest/longest edge or to a fixed height and width (or no resize)."""
+    if int(getattr(processor, "resample", _PIL_BILINEAR)) != _PIL_BILINEAR:
+        return False
+    if not getattr(processor, "do_resize", False):
+        return True
+    size = processor.size
+    return bool(_size_value(size, "shortest_edge") and _size_value(size, "longest_edge")) or (
+        _size_hw(processor) is not None and not _size_value(size, "shortest_edge"))
+
+
+def _rgb8(image) -> bool:
+    return isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 3 and image.shape[-1] == 3
+
+
+def _dino_padded_size(processor, sizes: set[tuple[int, int]]) -> tuple[int, int] | None:
+    """The batch's padded size: ``pad_size``, or the largest resized size; None where the processor would fail
+    (unpadded images of different sizes, or a ``pad_size`` smaller than an image)."""
+    out_h, out_w = max(h for h, _ in sizes), max(w for _, w in sizes)
+    if not processor.do_pad:
+        return (out_h, out_w) if len(sizes) == 1 else None
+    pad = getattr(processor, "pad_size", None)
+    if pad is None:
+        return out_h, out_w
+    pad_h, pad_w = _size_value(pad, "height"), _size_value(pad, "width")
+    return (pad_h, pad_w) if pad_h and pad_w and pad_h >= out_h and pad_w >= out_w else None
+
+
+def grounding_dino_pixel_values(images: Sequence[np.ndarray], processor,
+                                device: str | torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``pixel_values`` and ``pixel_mask`` of a Grounding DINO processor on ``device``: each image resized with
+    PIL's bilinear filter (shorter side to ``shortest_edge`` unless the longer would pass ``longest_edge``),
+    rescaled, normalised, then padded with 0 at the bottom and right to the largest size of the call (or to
+    ``pad_size``), the mask 1 on the image and 0 on the padding.
+
+    Same-size images are resized as one batch. Equal to ``processor(images=images, return_tensors="pt")`` bit for
+    bit; falls back to the processor for settings it does not reproduce (:func:`grounding_dino_supported`), for
+    images that are not ``(H, W, 3)`` uint8 arrays and where the processor would refuse the batch. Without
+    ``do_pad`` the mask is all ones (the model's default; the processor returns none).
+    """
+    groups = by_size(images) if all(_rgb8(im) for im in images) else {}
+    out_sizes = {hw: _dino_size(processor, hw) for hw in groups} if grounding_dino_supported(processor) else {}
+    padded = _dino_padded_size(processor, set(out_sizes.values())) if out_sizes else None
+    if padded is None:
+        enc = processor(images=list(images), return_tensors="pt")
+        pixels = enc["pixel_values"].to(device)
+        mask = enc.get("pixel_mask")
+        mask = torch.ones((pixels.shape[0], *pixels.shape[-2:]), dtype=torch.long) if mask is None else mask
+        return pixels, mask.to(device)
+    pixels = torch.zeros((len(images), 3, *padded), dtype=torch.float32, device=device)
+    mask = torch.zeros((len(images), *padded), dtype=torch.long, device=device)
+    with torch.autocast(torch.device(device).type, enabled=False):
+        for hw, idx in groups.items():
+            x = images_tensor([images[i] for i in idx], device)
+            (h, w) = out_sizes[hw]
+            x = _rescaled_normalised(_pil_resize_int(x, (h, w)) if (h, w) != hw else x, processor)
+            if len(idx) == len(images) and (h, w) == padded:  # one size, no padding: the batch as it is
+                return x, mask.fill_(1)
+            rows = torch.tensor(idx, device=device)
+            pixels[rows, :, :h, :w] = x
+            mask[rows, :h, :w] = 1
+    return pixels, mask

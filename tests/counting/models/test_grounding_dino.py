@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from countboard.counting.models.grounding_dino import GroundingDinoCounter
+from countboard.counting.models.grounding_dino import DinoImageFeatures, GroundingDinoCounter
 
 PROMPTS = ["red circle", "blue square", "Apples"]
 
@@ -62,6 +62,36 @@ def test_backbone_runs_once_per_image(counter, make_items):
     finally:
         handle.remove()
     assert len(calls) == 2  # decoding reuses the cached backbone output
+
+
+def _processor_features(counter, items):
+    """The host path: the processor on each image, then the backbone (what ``encode_images`` did before)."""
+    feats = []
+    with torch.inference_mode():
+        for it in items:
+            pv = counter.processor.image_processor(images=it.image, return_tensors="pt")["pixel_values"]
+            maps, positions = counter._backbone.inner(pv, torch.ones((1, *pv.shape[-2:]), dtype=torch.long))
+            feats.append(DinoImageFeatures(pv, list(maps), list(positions), it.size))
+    return feats
+
+
+def test_device_preprocessing_equals_the_processor_path(counter, make_items):
+    """Pixels resized on the device (same-size images in one batch) give the processor's pixels and backbone
+    output bit for bit, hence the same boxes, scores and counts."""
+    items = make_items(4, seed=14, sizes=((40, 64), (300, 517), (40, 64), (64, 48)))
+    feats, ref = counter.encode_images(items), _processor_features(counter, items)
+    for f, r in zip(feats, ref, strict=True):
+        torch.testing.assert_close(f.pixel_values, r.pixel_values, rtol=0, atol=0)
+        for (fm, fk), (rm, rk) in zip(f.maps, r.maps, strict=True):
+            torch.testing.assert_close(fm, rm, rtol=0, atol=0)
+            torch.testing.assert_close(fk, rk, rtol=0, atol=0)
+    pairs = [(i, p) for i in range(len(items)) for p in PROMPTS]
+    found = counter.detect([feats[i] for i, _ in pairs], [p for _, p in pairs])
+    expected = counter.detect([ref[i] for i, _ in pairs], [p for _, p in pairs])
+    for (boxes, scores), (ref_boxes, ref_scores) in zip(found, expected, strict=True):
+        np.testing.assert_array_equal(boxes, ref_boxes)
+        np.testing.assert_array_equal(scores, ref_scores)
+    assert sum(len(s) for _, s in found) > 0  # the counts are the numbers of kept boxes
 
 
 def test_text_threshold_above_box_threshold_is_the_effective_threshold(counter, make_items):

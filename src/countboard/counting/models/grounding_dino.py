@@ -1,7 +1,9 @@
 """Grounding DINO as a detect-then-count counter.
 
 Grounding DINO fuses text and image features in its encoder, so only the image backbone (Swin + position
-embeddings) is prompt-independent. ``encode_images`` runs that backbone once per image; ``decode`` runs the
+embeddings) is prompt-independent. ``encode_images`` resizes and normalises the images on the model's device
+(``countboard.models.preprocess.grounding_dino_pixel_values``, equal to the processor's bit for bit; images of
+the same size as one batch) and runs that backbone once per image; ``decode`` runs the
 fusion encoder and the decoder for all prompts of an image in one batch, with the cached backbone output
 broadcast over the batch (the model's own backbone module is wrapped so its forward returns the cache).
 
@@ -30,6 +32,7 @@ from countboard.counting.models.prompt_batching import group_by_image
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
+from countboard.models.preprocess import by_size, grounding_dino_pixel_values
 
 
 @dataclass
@@ -101,14 +104,21 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
 
     @torch.inference_mode()
     def encode_images(self, items: Sequence[ImageItem]) -> list[DinoImageFeatures]:
-        """Run the image backbone once per image (one at a time: batching would pad images to a common size)."""
-        feats = []
-        for it in items:
-            pixels = self.processor.image_processor(images=it.image, return_tensors="pt")
-            pv = pixels["pixel_values"].to(self.device)
-            mask = torch.ones((1, *pv.shape[-2:]), dtype=torch.long, device=self.device)
-            maps, positions = self._backbone.inner(pv, mask)
-            feats.append(DinoImageFeatures(pv, list(maps), list(positions), it.size))
+        """Pixels on the device, images of the same size resized as one batch (``grounding_dino_pixel_values``,
+        equal to the processor's); the backbone once per image.
+
+        The backbone stays one image at a time: batched, its features differ from single-image ones by float
+        rounding (about 1e-6 at some sizes), which could move a score across a threshold.
+        """
+        images = [it.image for it in items]
+        feats: list[DinoImageFeatures | None] = [None] * len(items)
+        for _, idx in by_size(images).items():
+            pixels, masks = grounding_dino_pixel_values([images[i] for i in idx], self.processor.image_processor,
+                                                        self.device)
+            for k, i in enumerate(idx):
+                pv, mask = pixels[k:k + 1], masks[k:k + 1]
+                maps, positions = self._backbone.inner(pv, mask)
+                feats[i] = DinoImageFeatures(pv, list(maps), list(positions), items[i].size)
         return feats
 
     @torch.inference_mode()
