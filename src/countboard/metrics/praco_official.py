@@ -193,9 +193,15 @@ def official_mosaic_cells(pred_pos, pred_neg, gt_map, orientation: str = "vertic
 def official_grid_sums(pred: np.ndarray, truth: np.ndarray, grids) -> dict[int, np.ndarray]:
     """Per grid ``n``: ``[Σ min(p, g), Σ max(0, p − g), Σ |p − g|, Σ g]`` over the released scorer's cells of two
     maps of one shape (the rows the localized metrics are computed from)."""
+    return official_cell_rows({n: official_cell_sums(pred, n) for n in grids}, truth)
+
+
+def official_cell_rows(pred_cells: dict[int, np.ndarray], truth: np.ndarray) -> dict[int, np.ndarray]:
+    """``official_grid_sums`` from the predicted map's cell sums ``{n: (n, n)}`` (``official_cell_sums``, computed
+    where the map is) and the ground-truth map."""
     out = {}
-    for n in grids:
-        p, g = official_cell_sums(pred, n), official_cell_sums(truth, n)
+    for n, p in pred_cells.items():
+        g = official_cell_sums(truth, n)
         out[n] = np.array([np.minimum(p, g).sum(), np.maximum(0.0, p - g).sum(), np.abs(p - g).sum(), g.sum()])
     return out
 

@@ -7,7 +7,9 @@ return are in ``countboard.items``; nothing here knows a domain.
 Counters map (image, prompt) pairs to density maps whose sum is the count. A counter that can encode an image once
 and decode many prompts overrides ``encode_images`` and ``decode``; tasks that prompt one image with many classes
 (the negative-label test) call ``encode_images`` once per image and ``decode`` with all prompts of that image.
-Tasks that need counts only call ``decode_counts``, which counters implement without maps at image resolution.
+Tasks that need counts only call ``decode_counts``, which counters implement without maps at image resolution;
+tasks that need sums over parts of the maps call ``reduce_maps``, which reduces each map where
+``device_density`` made it and reads the results of a batch at once.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +76,28 @@ class Counter(ABC):
         check_one_prompt_each(items, prompts)
         return self.decode_counts(self.encode_images(items), prompts)
 
+    def device_density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[Any]:
+        """``density``'s maps as ``torch`` tensors, left where the counter makes them (its device).
+
+        The default makes them on the host (``density``); a counter whose maps can be made on its device overrides
+        it (equal to ``density``'s maps up to float rounding).
+        """
+        import torch
+
+        return [torch.from_numpy(np.asarray(m)) for m in self.density(items, prompts)]
+
+    def reduce_maps(self, items: Sequence[ImageItem], prompts: Sequence[str],
+                    reduce: Callable[[int, Any], Sequence[Any]]) -> list[list[np.ndarray]]:
+        """``reduce(i, map)`` of the density map of ``items[i]`` prompted with ``prompts[i]``, computed where the
+        map is (``device_density``); the results of the whole batch are read in one transfer.
+
+        ``reduce`` returns tensors on the map's device (sums over parts of the map, or the map itself when the
+        host needs it); what comes back is, per pair, those tensors as numpy arrays. No other part of a map leaves
+        the device.
+        """
+        check_one_prompt_each(items, prompts)
+        return read_reductions(self.device_density(items, prompts), reduce)
+
     @classmethod
     def preflight(cls, node: Mapping[str, Any]) -> None:
         """Check, before any run exists, that what the model needs (code, weights, packages) is there; raise a
@@ -83,6 +107,22 @@ class Counter(ABC):
     def run_tags(self) -> dict[str, str]:
         """Tags the run records about the model once it is built (e.g. the revision of external code)."""
         return {}
+
+
+def read_reductions(maps: Sequence[Any], reduce: Callable[[int, Any], Sequence[Any]],
+                    first: Sequence[Any] = ()) -> list[list[np.ndarray]]:
+    """``reduce(i, maps[i])`` of every map, read with ``first`` (tensors read before them) in one transfer
+    (``models/transfer.py``): ``[first as arrays, reduce(0, maps[0]) as arrays, ...]`` when ``first`` is given,
+    else the per-map lists alone."""
+    from countboard.models.transfer import to_host
+
+    parts = [list(first), *(list(reduce(i, m)) for i, m in enumerate(maps))]
+    host = to_host([t for part in parts for t in part])
+    out, start = [], 0
+    for part in parts:
+        out.append(host[start:start + len(part)])
+        start += len(part)
+    return out if first else out[1:]
 
 
 class CountedMap(np.ndarray):

@@ -27,7 +27,7 @@ import torch
 from scipy import ndimage
 
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
-from countboard.counting.models.regions import finish_counts, region_counts
+from countboard.counting.models.regions import finish_counts, initial_labels, label_rounds, region_counts
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
@@ -213,3 +213,53 @@ class ClipSegCounter(Counter):
         before the sigmoid so the probabilities stay smooth logistic functions of interpolated evidence.
         """
         return self.device_probabilities(features, prompts).cpu().numpy()
+
+    @torch.inference_mode()
+    def device_density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[torch.Tensor]:
+        """On an accelerator, ``decode``'s maps made on the device (:func:`region_density`); on the CPU, where the
+        host is the device and scipy labels the regions fastest, ``density``'s own maps."""
+        if torch.device(self.device).type == "cpu":
+            return super().device_density(items, prompts)
+        check_one_prompt_each(items, prompts)
+        features = self.encode_images(items)
+        groups = group_by_image(features)
+        stacks = []
+        for feat, idx in groups:
+            h, w = feat.size
+            probs = self.device_probabilities(feat, [prompts[i] for i in idx])
+            stacks.append((probs, int(np.ceil(self.min_region_frac * h * w))))
+        out: list[torch.Tensor | None] = [None] * len(prompts)
+        for (_, idx), dens in zip(groups, region_density(stacks, self.mask_threshold), strict=True):
+            for q, i in enumerate(idx):
+                out[i] = dens[q]
+        return out
+
+
+def region_density(stacks: list[tuple[torch.Tensor, int]], threshold: float, steps: int = 12) -> list[torch.Tensor]:
+    """:func:`regions_to_density_batch` of each ``(probabilities (C, H, W), min_region)`` stack on its device:
+    regions labelled with tensor ops (``regions.label_rounds``); whether every labelling has settled is read once
+    for all stacks, and only one that had not runs more rounds. Float32 maps, equal to the host's up to the
+    rounding of the regions' float64 masses."""
+    found = []
+    for probs, _ in stacks:
+        mask = probs >= threshold
+        found.append((mask, *label_rounds(initial_labels(mask), mask.to(torch.float32), steps)))
+    if found and not bool(torch.stack([settled for _, _, settled in found]).all()):
+        for k, (mask, labels, settled) in enumerate(found):
+            while not bool(settled):
+                labels, settled = label_rounds(labels, mask.to(torch.float32), steps)
+            found[k] = (mask, labels, settled)
+    out = []
+    for (probs, min_region), (mask, labels, _) in zip(stacks, found, strict=True):
+        n, h, w = labels.shape
+        key = (torch.arange(n, device=labels.device)[:, None, None] * (h * w + 1) + labels.long()).reshape(-1)
+        area = torch.zeros(n * (h * w + 1), dtype=torch.float64, device=labels.device)
+        area.index_add_(0, key, mask.reshape(-1).to(torch.float64))
+        mass = torch.zeros_like(area).index_add_(0, key, (probs * mask).reshape(-1).to(torch.float64))
+        good = (area >= max(int(min_region), 1)) & (mass > 0)
+        good[::h * w + 1] = False  # the background of each map
+        denom = torch.where(mass > 0, mass, torch.ones_like(mass))
+        dens = torch.where(good[key] & mask.reshape(-1), probs.reshape(-1).to(torch.float64) / denom[key],
+                           torch.zeros_like(denom[key]))
+        out.append(dens.to(torch.float32).reshape(n, h, w))
+    return out

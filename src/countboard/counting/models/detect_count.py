@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from countboard.models.base import boxes_to_density
+from countboard.models.base import boxes_to_density, check_one_prompt_each
 from countboard.models.transfer import to_host
 
 
@@ -269,8 +269,24 @@ def fetch_selected(boxes: torch.Tensor, scores: torch.Tensor, sizes: torch.Tenso
     return host[2:]
 
 
+def centre_maps(boxes: torch.Tensor, order: torch.Tensor, keep: torch.Tensor, sizes: list[tuple[int, int]]
+                ) -> list[torch.Tensor]:
+    """:func:`boxes_to_density` of each pair's kept detections on the device: ``(H, W)`` float32 maps with unit
+    mass at the centre pixel of each kept box (boxes ``(N, K, 4)``, ``order`` and ``keep`` of
+    :func:`select_detections_batched`, one image size per pair). Nothing here waits for the device."""
+    ranked = boxes.gather(1, order[..., None].expand(-1, -1, 4))
+    cy = ((ranked[..., 0] + ranked[..., 2]) / 2).long()  # truncation, as numpy's astype(int)
+    cx = ((ranked[..., 1] + ranked[..., 3]) / 2).long()
+    weights = keep.to(torch.float32)  # every box is added, the dropped ones with weight 0: no boolean indexing
+    out = []
+    for n, (h, w) in enumerate(sizes):
+        dens = torch.zeros((h, w), dtype=torch.float32, device=boxes.device)
+        out.append(dens.index_put_((cy[n].clamp(0, h - 1), cx[n].clamp(0, w - 1)), weights[n], accumulate=True))
+    return out
+
+
 class DetectionDecoding:
-    """``detect``, ``decode_counts`` and ``decode`` of a detector whose ``_kept(features, prompts, fetch)`` reads
+    """``detect``, ``decode_counts``, ``decode`` and ``reduce_maps`` of a detector whose ``_kept(features, prompts, fetch)`` reads
     ``fetch(boxes, scores, order, keep)`` of every pair's selection in one transfer (:func:`fetch_selected`)."""
 
     def detect(self, features, prompts) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -289,3 +305,25 @@ class DetectionDecoding:
         """Unit mass at the centre of each counted detection."""
         return [boxes_to_density(boxes, None, feat.size)
                 for feat, (boxes, _) in zip(features, self.detect(features, prompts), strict=True)]
+
+    def reduce_maps(self, items, prompts, reduce) -> list[list[np.ndarray]]:
+        """``Counter.reduce_maps`` with ``decode``'s maps made on the device (:func:`centre_maps`): the selection
+        and every pair's reductions are read in one transfer (:func:`fetch_selected`)."""
+        check_one_prompt_each(items, prompts)
+        if not prompts:
+            return []
+        features = self.encode_images(items)
+        lengths: list[int] = []
+
+        def fetch(boxes, scores, order, keep):
+            maps = centre_maps(boxes, order, keep, [feat.size for feat in features])
+            parts = [list(reduce(i, m)) for i, m in enumerate(maps)]
+            lengths[:] = [len(part) for part in parts]
+            return [t for part in parts for t in part]
+
+        flat = self._kept(features, prompts, fetch)
+        out, start = [], 0
+        for n in lengths:
+            out.append(flat[start:start + n])
+            start += n
+        return out

@@ -112,6 +112,16 @@ def grid_to_density(grid: np.ndarray, size: tuple[int, int], stride: int) -> np.
     return dens.astype(np.float32)
 
 
+def grid_density(grid: torch.Tensor, size: tuple[int, int], stride: int) -> torch.Tensor:
+    """:func:`grid_to_density` on the grid's device (float64 arithmetic, a float32 map; equal to it up to the
+    rounding of the float32 total). Nothing here waits for the device."""
+    h, w = size
+    dens = (grid.to(torch.float64) / stride**2).repeat_interleave(stride, 0).repeat_interleave(stride, 1)[:h, :w]
+    total, kept = grid.sum().to(torch.float64), dens.sum()
+    scale = torch.where(kept > 0, total / torch.where(kept > 0, kept, torch.ones_like(kept)), torch.ones_like(kept))
+    return (dens * scale).to(torch.float32)
+
+
 def points_to_grid(points: np.ndarray, grid_hw: tuple[int, int], stride: int) -> np.ndarray:
     """Count of ``(x, y)`` points per ``stride x stride`` cell.
 
@@ -262,6 +272,17 @@ class ShapeCountCounter(Counter):
         grids = self._grids(features, prompts)
         host = to_host(grids)
         return [grid_to_density(g, size, self.stride) for g, (_, size) in zip(host, features, strict=True)]
+
+    @torch.inference_mode()
+    def device_density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[torch.Tensor]:
+        """On an accelerator, ``decode``'s maps made on the device (:func:`grid_density`); on the CPU, where the
+        host is the device, ``density``'s own maps."""
+        if torch.device(self.device).type == "cpu":
+            return super().device_density(items, prompts)
+        check_one_prompt_each(items, prompts)
+        features = self.encode_images(items)
+        return [grid_density(g, size, self.stride)
+                for g, (_, size) in zip(self._grids(features, prompts), features, strict=True)]
 
     def decode_counts(self, features: Sequence, prompts: Sequence[str]) -> np.ndarray:
         """The sum of each pair's grid, the model's count, summed on the device (one transfer for the batch).

@@ -37,6 +37,7 @@ from countboard.counting.released.official import (
     mosaic_official,
     stored_counts,
 )
+from countboard.counting.tasks.mosaic_sums import MapSums, device_sums, host_sums
 from countboard.errors import ConfigError
 from countboard.items import ImageDataset, ImageItem
 from countboard.metrics import bootstrap
@@ -52,8 +53,12 @@ from countboard.metrics.counting import (
     negative_label_units,
     pool_grid,
 )
-from countboard.metrics.grounding import mosaic_grounding
-from countboard.metrics.praco_official import OFFICIAL_GRIDS, official_mosaic_cells, official_negative_metrics
+from countboard.metrics.praco_official import (
+    OFFICIAL_GRIDS,
+    official_cell_rows,
+    official_mosaic_cells,
+    official_negative_metrics,
+)
 from countboard.models.base import map_count
 from countboard.results import RunContext, Task, TaskResult
 from countboard.tracking import tags as tg
@@ -355,34 +360,59 @@ class PracoMosaic(Task):
             self._count_singles(model, [cache[m.positive_id] for _, m, _ in built], ctx)
         except Exception as exc:  # the mosaics whose single count is missing fail below, with this reason
             log.warning("counting the positive images alone failed: %s: %s", type(exc).__name__, exc)
-        def density(chunk: list[tuple[str, Mosaic, str]]) -> list[np.ndarray]:
-            return model.density([m.item for _, m, _ in chunk], [m.item.class_name for _, m, _ in chunk])
-
-        for chunk, maps in ctx.batches(built, density):
-            if isinstance(maps, Exception):
-                maps = [None] * len(chunk)
-            for (uid, mosaic, other), dmap in zip(chunk, maps, strict=True):
+        picks = self._figure_picks(model, dataset, ctx)
+        for chunk, outs in ctx.batches(built, lambda chunk: self._evaluate(model, chunk, picks)):
+            if isinstance(outs, Exception):  # found again mosaic by mosaic, so that one bad mosaic fails alone
+                outs = [None] * len(chunk)
+            for (uid, mosaic, other), out in zip(chunk, outs, strict=True):
                 try:
-                    if dmap is None:
-                        dmap = model.density([mosaic.item], [mosaic.item.class_name])[0]
-                    records[uid] = self._record(uid, mosaic, other, np.asarray(dmap), dataset)
+                    dmap, sums = out if out is not None else self._evaluate(model, [(uid, mosaic, other)], picks)[0]
+                    records[uid] = self._record(uid, mosaic, other, sums, dataset, dmap)
                 except Exception as exc:
                     records[uid] = error_record(uid, "counting the mosaic failed", exc)
                     continue
-                self._add_figure(records[uid], mosaic, np.asarray(dmap), model, dataset, ctx)
+                if uid in picks:
+                    self._add_figure(records[uid], mosaic, dmap, picks[uid])
         return [records[u] for u in unit_ids]
 
-    def _add_figure(self, record: dict, mosaic: Mosaic, dmap: np.ndarray, model: Any, dataset: ImageDataset,
-                    ctx: RunContext) -> None:
-        """Draw the figure of a unit picked for one while its density map is at hand (evenly over all units)."""
+    def _needs_map(self, uid: str, mosaic: Mosaic, picks: dict[str, int]) -> bool:
+        """Whether the mosaic's map must come to the host: drawn as a figure, kept (``keep_maps``), or halves of
+        two sizes (the released scorer resizes one half to the other, which only the map allows)."""
+        extent = mosaic.item.size[0 if self.orientation == "vertical" else 1]
+        return self.keep_maps or uid in picks or 2 * mosaic.seam != extent
+
+    def _evaluate(self, model: Any, chunk: list[tuple[str, Mosaic, str]], picks: dict[str, int]
+                  ) -> list[tuple[np.ndarray | None, MapSums]]:
+        """Per mosaic, the sums of its map that its record needs (``mosaic_sums``), and the map itself when it
+        must come to the host (``_needs_map``): every map of the chunk is made and reduced where the counter
+        computes (``Counter.reduce_maps``), and the results come to the host in one transfer."""
+        needed = [self._needs_map(uid, mosaic, picks) for uid, mosaic, _ in chunk]
+
+        def reduce(i: int, dmap: Any) -> list:
+            mosaic = chunk[i][1]
+            _check_size(dmap.shape, mosaic)
+            return [dmap] if needed[i] else device_sums(dmap, mosaic.seam, self.orientation, self.grid)
+
+        found = model.reduce_maps([m.item for _, m, _ in chunk], [m.item.class_name for _, m, _ in chunk], reduce)
+        out = []
+        for (_, mosaic, _), want, arrays in zip(chunk, needed, found, strict=True):
+            if want:
+                out.append((arrays[0], host_sums(arrays[0], mosaic.seam, self.orientation, self.grid)))
+            else:
+                out.append((None, MapSums.from_arrays(mosaic.item.size, arrays)))
+        return out
+
+    def _figure_picks(self, model: Any, dataset: ImageDataset, ctx: RunContext) -> dict[str, int]:
+        """The units drawn as figures (evenly over all units) and their figure numbers."""
         if self._figure_units is None:
             units = self.units(model, dataset, ctx)
             n = min(self.n_figures, len(units))
             picks = np.linspace(0, len(units) - 1, n).round().astype(int) if n else []
             self._figure_units = {units[int(i)]: k for k, i in enumerate(picks)}
-        k = self._figure_units.get(record["unit_id"])
-        if k is None:
-            return
+        return self._figure_units
+
+    def _add_figure(self, record: dict, mosaic: Mosaic, dmap: np.ndarray, k: int) -> None:
+        """Draw figure ``k`` of a unit picked for one while its density map is at hand."""
         try:
             record["figure"] = f"{k:02d}"
             record["figure_png"] = self._sample_figure(mosaic, dmap, record["gt"])
@@ -398,18 +428,22 @@ class PracoMosaic(Task):
                 raise counts
             self._single.update({it.image_id: float(c) for it, c in zip(chunk, counts, strict=True)})
 
-    def _record(self, uid: str, mosaic: Mosaic, other: str, dmap: np.ndarray, dataset: ImageDataset) -> dict:
+    def _record(self, uid: str, mosaic: Mosaic, other: str, sums: MapSums, dataset: ImageDataset,
+                dmap: np.ndarray | None = None) -> dict:
+        """The mosaic's record from the sums of its map (and from the map itself when it is on the host)."""
         item = mosaic.item
-        if dmap.shape != item.size:
-            raise ValueError(f"density map {dmap.shape} does not match the mosaic size {item.size}")
-        upper, lower = mosaic.split(dmap)
+        upper, lower = sums.halves
         pts = np.asarray(item.points.get(item.class_name, np.zeros((0, 2)))).reshape(-1, 2)
         axis = 1 if self.orientation == "vertical" else 0
         gt_map = points_to_density(pts[pts[:, axis] < mosaic.seam], item.size)
-        grounding = mosaic_grounding(dmap, mosaic.seam, self.orientation)  # positive half as the box
-        pred_pos, pred_neg = np.split(dmap, [mosaic.seam], axis=1 - axis)
-        sums = official_mosaic_cells(pred_pos, pred_neg, np.split(gt_map, [mosaic.seam], axis=1 - axis)[0],
-                                     self.orientation)
+        grounding = sums.grounding(mosaic.seam, self.orientation)  # positive half as the box
+        gt_pos = np.split(gt_map, [mosaic.seam], axis=1 - axis)[0]
+        if dmap is None:  # halves of one size (``_needs_map``): the truth is the positive half's, then zeros
+            truth = np.clip(np.asarray(gt_pos, np.float64), 0, None)
+            cells = official_cell_rows(sums.official, np.concatenate([truth, np.zeros_like(truth)], axis=1 - axis))
+        else:
+            pred_pos, pred_neg = np.split(dmap, [mosaic.seam], axis=1 - axis)
+            cells = official_mosaic_cells(pred_pos, pred_neg, gt_pos, self.orientation)
         kept = {}
         if self.keep_maps:
             buf = io.BytesIO()
@@ -419,9 +453,9 @@ class PracoMosaic(Task):
             "unit_id": uid, "image_id": mosaic.positive_id, "class_name": item.class_name, "other_class": other,
             "partner_id": mosaic.negative_id, "gt": int(dataset.count_of(mosaic.positive_id)),
             "upper": upper, "lower": lower, "single": self._single[mosaic.positive_id],
-            "pred_cells": pool_grid(dmap, self.grid).ravel().tolist(),
+            "pred_cells": sums.cells.ravel().tolist(),
             "gt_cells": pool_grid(gt_map, self.grid).ravel().tolist(),
-            SUMS_FIELD: np.concatenate([sums[n] for n in OFFICIAL_GRIDS]).tolist(),
+            SUMS_FIELD: np.concatenate([cells[n] for n in OFFICIAL_GRIDS]).tolist(),
         }
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
@@ -515,6 +549,11 @@ class PracoMosaic(Task):
             ax.axis("off")
             (ax.axhline if vertical else ax.axvline)(mosaic.seam - 0.5, color="white", lw=0.8)
         return _png(fig)
+
+
+def _check_size(shape: tuple[int, ...], mosaic: Mosaic) -> None:
+    if tuple(shape) != mosaic.item.size:
+        raise ValueError(f"density map {tuple(shape)} does not match the mosaic size {mosaic.item.size}")
 
 
 def _matrix_table(values: np.ndarray, images: list[str], classes: list[str], gt: np.ndarray) -> pd.DataFrame:
