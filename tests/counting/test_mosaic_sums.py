@@ -174,3 +174,44 @@ def test_detector_reads_a_batch_in_one_transfer(counters, shapes, monkeypatch, t
     task._count_singles = lambda *a: None  # only the mosaics' reads are counted here
     task.run_units(counters["owlv2"], shapes, units, ctx)
     assert len(calls) == 2  # two batches of 4 mosaics, one read each
+
+
+class OnDevice:
+    """A counter whose maps are made and reduced as on an accelerator, here on the CPU."""
+
+    def __init__(self, counter):
+        self.counter = counter
+
+    def __getattr__(self, name):
+        return getattr(self.counter, name)
+
+    def reduce_maps(self, items, prompts, reduce):
+        from countboard.models.base import read_reductions
+
+        if not hasattr(self.counter, "device_maps"):  # the detectors make their maps on the device everywhere
+            return self.counter.reduce_maps(items, prompts, reduce)
+        return read_reductions(self.counter.device_maps(self.counter.encode_images(items), prompts), reduce)
+
+
+@pytest.mark.parametrize("name", ["oracle", "shapecount", "clipseg", "owlv2"])
+def test_the_accelerator_path_gives_the_same_records(name, counters, shapes, tmp_path, monkeypatch):
+    """Maps made with tensor ops and reduced with ``tensor_sums``: the counts and metrics of the host's maps, up
+    to float rounding (exactly on unit masses)."""
+    from countboard.counting.tasks import praco
+
+    monkeypatch.setattr(praco, "device_sums", tensor_sums)
+    ctx = RunContext(device="cpu", seed=0, batch_size=5, work_dir=tmp_path, progress=False)
+    task = PracoMosaic(n_figures=0, **LAYOUTS[0])
+    units = task.units(None, shapes, ctx)
+    device = task.run_units(OnDevice(counters[name]), shapes, units, ctx)
+    host = PracoMosaic(n_figures=0, keep_maps=True, **LAYOUTS[0]).run_units(counters[name], shapes, units, ctx)
+    assert not any("error" in r for r in device)
+    for d, h in zip(device, host, strict=True):
+        assert d.keys() == h.keys() - {"maps_npz"}
+        for key, value in d.items():
+            if isinstance(value, str):
+                assert value == h[key]
+            elif name in ("oracle", "owlv2"):
+                assert value == h[key], key
+            else:
+                np.testing.assert_allclose(value, h[key], rtol=1e-5, atol=1e-9, err_msg=key)

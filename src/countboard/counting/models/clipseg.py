@@ -221,7 +221,11 @@ class ClipSegCounter(Counter):
         if torch.device(self.device).type == "cpu":
             return super().device_density(items, prompts)
         check_one_prompt_each(items, prompts)
-        features = self.encode_images(items)
+        return self.device_maps(self.encode_images(items), prompts)
+
+    @torch.inference_mode()
+    def device_maps(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> list[torch.Tensor]:
+        """``decode``'s maps made on the device (:func:`region_density`), left there."""
         groups = group_by_image(features)
         stacks = []
         for feat, idx in groups:

@@ -280,7 +280,11 @@ class ShapeCountCounter(Counter):
         if torch.device(self.device).type == "cpu":
             return super().device_density(items, prompts)
         check_one_prompt_each(items, prompts)
-        features = self.encode_images(items)
+        return self.device_maps(self.encode_images(items), prompts)
+
+    @torch.inference_mode()
+    def device_maps(self, features: Sequence, prompts: Sequence[str]) -> list[torch.Tensor]:
+        """``decode``'s maps made on the device (:func:`grid_density`), left there."""
         return [grid_density(g, size, self.stride)
                 for g, (_, size) in zip(self._grids(features, prompts), features, strict=True)]
 
