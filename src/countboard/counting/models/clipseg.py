@@ -27,7 +27,7 @@ import torch
 from scipy import ndimage
 
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
-from countboard.counting.models.regions import finish_counts, initial_labels, label_rounds, region_counts
+from countboard.counting.models.regions import finish_counts, initial_parents, label_rounds, region_counts
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
@@ -239,7 +239,7 @@ class ClipSegCounter(Counter):
         return out
 
 
-def region_density(stacks: list[tuple[torch.Tensor, int]], threshold: float, steps: int = 12) -> list[torch.Tensor]:
+def region_density(stacks: list[tuple[torch.Tensor, int]], threshold: float, steps: int = 8) -> list[torch.Tensor]:
     """:func:`regions_to_density_batch` of each ``(probabilities (C, H, W), min_region)`` stack on its device:
     regions labelled with tensor ops (``regions.label_rounds``); whether every labelling has settled is read once
     for all stacks, and only one that had not runs more rounds. Float32 maps, equal to the host's up to the
@@ -247,23 +247,22 @@ def region_density(stacks: list[tuple[torch.Tensor, int]], threshold: float, ste
     found = []
     for probs, _ in stacks:
         mask = probs >= threshold
-        found.append((mask, *label_rounds(initial_labels(mask), mask.to(torch.float32), steps)))
+        found.append((mask, *label_rounds(initial_parents(mask), mask, steps)))
     if found and not bool(torch.stack([settled for _, _, settled in found]).all()):
         for k, (mask, labels, settled) in enumerate(found):
             while not bool(settled):
-                labels, settled = label_rounds(labels, mask.to(torch.float32), steps)
+                labels, settled = label_rounds(labels, mask, steps)
             found[k] = (mask, labels, settled)
     out = []
     for (probs, min_region), (mask, labels, _) in zip(stacks, found, strict=True):
-        n, h, w = labels.shape
-        key = (torch.arange(n, device=labels.device)[:, None, None] * (h * w + 1) + labels.long()).reshape(-1)
-        area = torch.zeros(n * (h * w + 1), dtype=torch.float64, device=labels.device)
-        area.index_add_(0, key, mask.reshape(-1).to(torch.float64))
-        mass = torch.zeros_like(area).index_add_(0, key, (probs * mask).reshape(-1).to(torch.float64))
+        flat = mask.reshape(-1)
+        key = labels[:flat.numel()]  # each foreground pixel's region root; a background pixel is its own
+        area = torch.zeros(flat.numel(), dtype=torch.float64, device=mask.device)
+        area.index_add_(0, key, flat.to(torch.float64))
+        values = probs.reshape(-1).to(torch.float64)
+        mass = torch.zeros_like(area).index_add_(0, key, torch.where(flat, values, torch.zeros_like(values)))
         good = (area >= max(int(min_region), 1)) & (mass > 0)
-        good[::h * w + 1] = False  # the background of each map
         denom = torch.where(mass > 0, mass, torch.ones_like(mass))
-        dens = torch.where(good[key] & mask.reshape(-1), probs.reshape(-1).to(torch.float64) / denom[key],
-                           torch.zeros_like(denom[key]))
-        out.append(dens.to(torch.float32).reshape(n, h, w))
+        dens = torch.where(flat & good[key], values / denom[key], torch.zeros_like(values))
+        out.append(dens.to(torch.float32).reshape(mask.shape))
     return out
