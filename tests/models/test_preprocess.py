@@ -124,6 +124,19 @@ def test_owlv2_pixel_values_equal_the_processor_to_float_rounding(size):
     assert float((got - ref).abs().max()) <= 1e-5
 
 
+def test_owlv2_pixel_values_of_one_batch_of_same_size_images():
+    """One size group (the whole batch in two matrix products, returned as it is), with and without padding."""
+    from transformers import Owlv2ImageProcessor
+
+    processor = Owlv2ImageProcessor(size={"height": 48, "width": 48})
+    for shape in ((30, 52), (40, 40)):
+        images = _images([shape] * 3, seed=shape[0])
+        ref = processor(images=images, return_tensors="pt")["pixel_values"]
+        got = owlv2_pixel_values(images, processor, "cpu")
+        assert got.shape == ref.shape and got.is_contiguous()
+        assert float((got - ref).abs().max()) <= 1e-5
+
+
 #: Portrait, landscape, square, small (upscaled), large (downscaled, both ways), long and thin (longest edge binds).
 DINO_SIZES = [(64, 48), (40, 64), (56, 56), (20, 30), (300, 517), (517, 300), (200, 20)]
 

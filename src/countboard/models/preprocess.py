@@ -316,37 +316,50 @@ def owlv2_resize_matrix(n: int, out_size: int) -> np.ndarray:
     return zoom @ _gaussian_matrix(n, sigma) if sigma > 1e-15 else zoom
 
 
+@functools.lru_cache(maxsize=128)
+def _owlv2_axis(n: int, padded: int, out_size: int, factor: float, device: str) -> torch.Tensor:
+    """``(out_size, n)`` float32: the OWLv2 resize of a ``padded``-long axis whose samples after the first ``n`` are
+    the zero padding (their columns drop out), times the rescale factor (the resize is linear)."""
+    m = owlv2_resize_matrix(padded, out_size)[:, :n] * factor
+    return torch.from_numpy(np.ascontiguousarray(m)).to(device=device, dtype=torch.float32)
+
+
 def owlv2_pixel_values(images: Sequence[np.ndarray], processor, device: str | torch.device) -> torch.Tensor:
     """``pixel_values`` of an OWLv2 processor (rescale, pad to a square at the bottom and right with 0, Gaussian
     anti-aliasing and linear zoom to the model's size, clip to the input's range, normalise) on ``device``.
 
-    Equal to the processor's within float rounding (see the module docstring); falls back to the processor when
-    it does not resize to a fixed size.
+    Rescaling and padding are folded into the two resize matrices (the padding's columns are zero terms, so they are
+    left out), applied to the ``uint8`` values as float32: two matrix products per batch of same-size images, then
+    the clip and the normalisation in place. Equal to the processor's within float rounding (see the module
+    docstring); falls back to the processor when it does not resize to a fixed size.
     """
     if not owlv2_supported(processor):
         return processor(images=list(images), return_tensors="pt")["pixel_values"].to(device)
     out_h, out_w = _size_hw(processor)
+    factor = float(processor.rescale_factor) if processor.do_rescale else 1.0
+    dev = str(torch.device(device))
+    groups = by_size(images)
     out: list[torch.Tensor | None] = [None] * len(images)
     with torch.autocast(torch.device(device).type, enabled=False):
-        for (h, w), idx in by_size(images).items():
+        for (h, w), idx in groups.items():
             pixels = images_tensor([images[i] for i in idx], device)
-            x = _rescale(pixels, processor)
-            # the range the output is clipped to, read on the uint8 pixels (rescaling is monotone) and the padding
-            lo = _rescale(pixels.amin(dim=(1, 2, 3), keepdim=True), processor)
-            hi = _rescale(pixels.amax(dim=(1, 2, 3), keepdim=True), processor)
+            # the range the output is clipped to, read on the uint8 arrays before they leave the host (rescaling is
+            # monotone; a few microseconds per image there), and the padding
+            ranges = torch.tensor([[int(np.min(images[i])), int(np.max(images[i]))] for i in idx], device=device)
+            lo, hi = (_rescale(r, processor).view(-1, 1, 1, 1) for r in ranges.T)
+            ph, pw = h, w
             if processor.do_pad and h != w:
-                side = max(h, w)
-                x = torch.nn.functional.pad(x, (0, side - w, 0, side - h), value=0.0)
+                ph = pw = max(h, w)
                 lo, hi = lo.clamp(max=0.0), hi.clamp(min=0.0)
-            if processor.do_resize:
-                x = resample_last(x, out_w, owlv2_resize_matrix)
-                x = resample_last(x.transpose(-1, -2), out_h, owlv2_resize_matrix).transpose(-1, -2)
-                x = torch.minimum(torch.maximum(x, lo), hi)
-            x = _normalise(x.contiguous(), processor)
+            x = pixels.to(torch.float32, memory_format=torch.contiguous_format)
+            x = x @ _owlv2_axis(w, pw, out_w, factor, dev).T
+            x = _owlv2_axis(h, ph, out_h, 1.0, dev) @ x
+            x = _normalise(x.clamp_(lo, hi), processor)
+            if len(groups) == 1:
+                return x
             for k, i in enumerate(idx):
                 out[i] = x[k]
     return torch.stack(out)
-
 
 
 def shortest_edge_size(hw: tuple[int, int], shortest: int, longest: int | None) -> tuple[int, int]:
