@@ -86,17 +86,6 @@ def pil_bilinear_coefficients(in_size: int, out_size: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=128)
-def _matrix(in_size: int, out_size: int, builder, device: str, dtype: torch.dtype) -> torch.Tensor:
-    """``builder(in_size, out_size)`` transposed, as a tensor on ``device`` (kept between batches)."""
-    return torch.from_numpy(np.ascontiguousarray(builder(in_size, out_size).T)).to(device=device, dtype=dtype)
-
-
-def resample_last(x: torch.Tensor, out_size: int, builder) -> torch.Tensor:
-    """``x @ builder(n, out_size).T`` along the last axis of ``x`` (in ``x``'s dtype, on ``x``'s device)."""
-    return x @ _matrix(x.shape[-1], out_size, builder, str(x.device), x.dtype)
-
-
-@functools.lru_cache(maxsize=128)
 def _pil_taps_on(in_size: int, out_size: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`pil_bilinear_taps` on ``device``: input indices and int32 weights, ``(K, out_size)`` each."""
     first, taps = pil_bilinear_taps(in_size, out_size)
