@@ -13,6 +13,7 @@ from countboard.models.precision import numerics
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 PROMPTS = ["red circle", "blue square", "apples"]
+DEVICES = ("cpu", "cuda")
 
 
 def _counts(counter, items, device):
@@ -33,3 +34,27 @@ def test_cuda_counts_equal_cpu_counts_in_fp32(kind, tiny_owlv2_dir, tiny_clipseg
     cuda = _counts(build("cuda"), items, "cuda")
     np.testing.assert_array_equal(cuda, cpu)
     np.testing.assert_array_equal(_counts(build("cuda"), items, "cuda"), cuda)  # and the same on a second run
+
+
+@pytest.mark.parametrize("kind", ["owlv2", "clipseg", "grounding_dino"])
+def test_cuda_decode_counts_equal_cpu_counts_in_fp32(kind, tiny_owlv2_dir, tiny_clipseg_dir, tiny_grounding_dino_dir,
+                                                     make_items):
+    """The counts-only path: tensor preprocessing, NMS over the ranked candidates and region labelling by hooking on
+    the GPU; the processors' arithmetic, greedy NMS and scipy's labelling on the CPU."""
+    from countboard.counting.models.grounding_dino import GroundingDinoCounter
+
+    items = make_items(5, seed=17, sizes=((40, 64), (64, 48), (300, 517)))  # the tiny DINO needs no square
+    builders = {
+        "owlv2": lambda device: Owlv2Counter(model_id=str(tiny_owlv2_dir), score_threshold=0.5, device=device),
+        "clipseg": lambda device: ClipSegCounter(model_id=str(tiny_clipseg_dir), mask_threshold=0.5,
+                                                 min_region_frac=0.002, device=device),
+        "grounding_dino": lambda device: GroundingDinoCounter(model_id=str(tiny_grounding_dino_dir),
+                                                              box_threshold=0.6, text_threshold=0.25, device=device)}
+    pairs = [it for it in items for _ in PROMPTS], PROMPTS * len(items)
+    counts = {}
+    for device in DEVICES:
+        with torch.inference_mode(), numerics(device, "fp32"):
+            counts[device] = np.asarray(builders[kind](device).count(*pairs), dtype=np.float64)
+    assert counts["cpu"].sum() > 0
+    np.testing.assert_array_equal(counts["cuda"], counts["cpu"])
+    np.testing.assert_allclose(counts["cpu"], _counts(builders[kind]("cpu"), items, "cpu"), atol=1e-3)
