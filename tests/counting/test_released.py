@@ -1,8 +1,9 @@
 """Results in the released PrACo layout: read, scored with both conventions, every bad cell reported.
 
 The ``official_*`` values are checked against ``reference_scores``, a plain reimplementation of the released
-scorer's rules as issue 14 states them (csv module, loops, torch for the bilinear resize); the paper's metrics
-against the project's functions on the matrices read here independently.
+scorer's rules (csv module, loops, the bilinear resize of the released ``_resize_density_map``:
+``ndimage.zoom(order=1)``); the paper's metrics against the project's functions on the matrices read here
+independently.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
+from scipy import ndimage
 
 from countboard.counting.released.importer import import_praco
 from countboard.counting.released.layout import read_exclusion_ids, read_meta, read_results
@@ -58,9 +59,10 @@ def _images(rel: dict) -> dict[str, tuple[str, float]]:
 
 
 def _resize(m: np.ndarray, shape) -> np.ndarray:
-    t = torch.from_numpy(m.astype(np.float64))[None, None]
-    out = torch.nn.functional.interpolate(t, size=tuple(shape), mode="bilinear", align_corners=False)[0, 0].numpy()
-    return out * (m.sum() / out.sum())
+    """The released ``_resize_density_map``: ``ndimage.zoom`` of order 1, rescaled to the count when positive."""
+    count = m.sum()
+    out = ndimage.zoom(m, (shape[0] / m.shape[0], shape[1] / m.shape[1]), order=1)
+    return out * (count / out.sum()) if out.sum() > 0 else out
 
 
 def _cells(a: np.ndarray, n: int) -> list[float]:

@@ -15,8 +15,8 @@ from countboard.metrics.praco_multiclass import (
     multiclass_localized_metrics,
     multiclass_metrics,
     official_multiclass_metrics,
-    zoom_keep_sum,
 )
+from countboard.metrics.praco_official import zoom_keep_sum
 
 PRED = [[2.0, 1.0, 4.0], [5.0, 5.0, 5.0], [1.0, 3.0, 0.0]]
 GT = [[2, 0, 3], [1, 2, 3], [0, 3, 0]]   # image 2 holds every class

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy import ndimage
 
 from countboard.metrics.praco_official import (
     official_cell_edges,
@@ -17,6 +18,7 @@ from countboard.metrics.praco_official import (
     official_negative_metrics,
     official_round,
     resize_keep_sum,
+    zoom_keep_sum,
 )
 
 NAN = math.nan
@@ -56,6 +58,45 @@ def test_resize_matches_torch_bilinear_and_keeps_the_sum(src, dst):
     got = resize_keep_sum(a, dst)
     np.testing.assert_allclose(got, t * a.sum() / t.sum(), rtol=1e-12)
     assert got.sum() == pytest.approx(a.sum())
+
+
+def _released_cells(pred_pos, pred_neg, gt, n):
+    """The released single-class scorer, transcribed: ReLU on load, ``_resize_density_map`` (``ndimage.zoom`` of
+    order 1 with factors target / shape, rescaled to the original count when positive), vertical stack, cells of
+    ``h // n`` with the last taking the rest, per-cell min / max / abs summed."""
+    def resize(m, shape):
+        count = m.sum()
+        out = ndimage.zoom(m, (shape[0] / m.shape[0], shape[1] / m.shape[1]), order=1)
+        return out * (count / out.sum()) if out.sum() > 0 else out
+
+    gt = np.maximum(gt, 0)
+    halves = [np.maximum(m, 0) for m in (pred_pos, pred_neg)]
+    halves = [resize(m, gt.shape) if m.shape != gt.shape else m for m in halves]
+    pred, truth = np.vstack(halves), np.vstack([gt, np.zeros_like(gt)])
+    h, w = pred.shape
+    tp = fp = ae = g = 0.0
+    for i in range(n):
+        for j in range(n):
+            rows = slice(i * (h // n), (i + 1) * (h // n) if i < n - 1 else h)
+            cols = slice(j * (w // n), (j + 1) * (w // n) if j < n - 1 else w)
+            p, q = pred[rows, cols].sum(), truth[rows, cols].sum()
+            tp, fp, ae, g = tp + min(p, q), fp + max(0.0, p - q), ae + abs(p - q), g + q
+    return np.array([tp, fp, ae, g])
+
+
+@pytest.mark.parametrize("pred_shape", [(6, 9), (13, 20), (10, 16)])
+def test_resized_halves_follow_the_released_scorer(pred_shape):
+    """A predicted half of another shape than the ground truth is resized as the released scorer does
+    (``scipy.ndimage.zoom``, corner pixels aligned), not with half-pixel bilinear."""
+    rng = np.random.default_rng(sum(pred_shape))
+    gt = rng.random((10, 16)) * (rng.random((10, 16)) < 0.3)
+    pos, neg = rng.normal(0.2, 0.3, pred_shape), rng.normal(0.05, 0.2, pred_shape)
+    got = official_mosaic_cells(pos, neg, gt, grids=(2, 4, 8))
+    for n in (2, 4, 8):
+        np.testing.assert_allclose(got[n], _released_cells(pos, neg, gt, n), rtol=1e-12, atol=1e-12)
+    if pred_shape != gt.shape:
+        half_pixel = np.vstack([resize_keep_sum(np.maximum(pos, 0), gt.shape), np.zeros_like(gt)])
+        assert not np.allclose(half_pixel[:10], zoom_keep_sum(np.maximum(pos, 0), gt.shape))
 
 
 def test_cells_floor_size_last_takes_the_rest():

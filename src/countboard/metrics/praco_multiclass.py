@@ -33,7 +33,12 @@ import numpy as np
 
 from countboard.metrics import bootstrap as bs
 from countboard.metrics.bootstrap import UnitStatistic
-from countboard.metrics.praco_official import OFFICIAL_GRIDS, official_grid_sums, official_localized_metrics
+from countboard.metrics.praco_official import (
+    OFFICIAL_GRIDS,
+    official_grid_sums,
+    official_localized_metrics,
+    zoom_keep_sum,
+)
 
 #: How an image holding every class of the split enters MNP, NMN (macro) and PCCN.
 ALL_CLASS_IMAGES = ("leave_out", "count")
@@ -166,31 +171,6 @@ def official_multiclass_metrics(pred, gt) -> dict[str, float]:
     """
     counted = multiclass_metrics(pred, gt, all_class_images="count")
     return {f"official_{k}": counted[k] for k in CONVENTION_KEYS}
-
-
-def zoom_keep_sum(density: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Linear resize with the corner pixels aligned (``scipy.ndimage.zoom(order=1)``), rescaled to keep the sum
-    (when the resized map's sum is positive).
-
-    Example:
-        >>> zoom_keep_sum(np.array([[0.0, 3.0]]), (1, 3)).tolist()  # linear 0, 1.5, 3, then scaled to sum 3
-        [[0.0, 1.0, 2.0]]
-    """
-    density = np.asarray(density, np.float64)
-    if density.shape == tuple(shape):
-        return density
-    out = _linear_corners(_linear_corners(density, shape[0], axis=0), shape[1], axis=1)
-    total, new_total = density.sum(), out.sum()
-    return out * (total / new_total) if new_total > 0 else out
-
-
-def _linear_corners(a: np.ndarray, size: int, axis: int) -> np.ndarray:
-    n = a.shape[axis]
-    src = np.arange(size) * ((n - 1) / (size - 1)) if size > 1 else np.zeros(1)
-    lo = np.clip(np.floor(src).astype(int), 0, n - 1)
-    hi = np.minimum(lo + 1, n - 1)
-    w = (src - lo).reshape([-1 if k == axis else 1 for k in range(a.ndim)])
-    return np.take(a, lo, axis=axis) * (1 - w) + np.take(a, hi, axis=axis) * w
 
 
 def localized_class_sums(pred_map, gt_map, grids=OFFICIAL_GRIDS) -> dict[int, np.ndarray]:

@@ -5,8 +5,8 @@ numbers. Where the conventions differ (see ``docs/praco.md``):
 
 - CntR: the positive class's own column of each mosaic row (no mosaic, NaN) contributes a recall of 1 to the
   image's mean, so the released CntR is higher than the paper's Eq. 6.
-- Localized metrics work on density maps clipped at 0 per pixel, a predicted half resized (bilinear, sum kept) to
-  the ground-truth map's shape, cells of ``floor(H / n)`` with the last row/column taking the remainder, and
+- Localized metrics work on density maps clipped at 0 per pixel, a predicted half resized (``scipy.ndimage.zoom``
+  of order 1: linear, corner pixels aligned; sum kept) to the ground-truth map's shape, cells of ``floor(H / n)`` with the last row/column taking the remainder, and
   "macro" / "micro" name the average over mosaics (per image then over images / over all mosaics), not over cells.
 - Rounding (``official_round``): metrics to 3 decimals, PCCN to 2; counts are stored with 2 decimals.
 
@@ -142,6 +142,31 @@ def _bilinear(a: np.ndarray, size: int, axis: int) -> np.ndarray:
     return np.take(a, lo, axis=axis) * (1 - w) + np.take(a, hi, axis=axis) * w
 
 
+def zoom_keep_sum(density: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Linear resize with the corner pixels aligned (``scipy.ndimage.zoom(order=1)``), rescaled to keep the sum
+    (when the resized map's sum is positive).
+
+    Example:
+        >>> zoom_keep_sum(np.array([[0.0, 3.0]]), (1, 3)).tolist()  # linear 0, 1.5, 3, then scaled to sum 3
+        [[0.0, 1.0, 2.0]]
+    """
+    density = np.asarray(density, np.float64)
+    if density.shape == tuple(shape):
+        return density
+    out = _linear_corners(_linear_corners(density, shape[0], axis=0), shape[1], axis=1)
+    total, new_total = density.sum(), out.sum()
+    return out * (total / new_total) if new_total > 0 else out
+
+
+def _linear_corners(a: np.ndarray, size: int, axis: int) -> np.ndarray:
+    n = a.shape[axis]
+    src = np.arange(size) * ((n - 1) / (size - 1)) if size > 1 else np.zeros(1)
+    lo = np.clip(np.floor(src).astype(int), 0, n - 1)
+    hi = np.minimum(lo + 1, n - 1)
+    w = (src - lo).reshape([-1 if k == axis else 1 for k in range(a.ndim)])
+    return np.take(a, lo, axis=axis) * (1 - w) + np.take(a, hi, axis=axis) * w
+
+
 def official_cell_edges(length: int, n: int) -> np.ndarray:
     """Cell edges of ``n`` cells along ``length`` pixels: ``floor(length / n)`` each, the last takes the rest.
 
@@ -168,9 +193,9 @@ def official_mosaic_cells(pred_pos, pred_neg, gt_map, orientation: str = "vertic
     """Per-mosaic sums ``[TP, FP, AE, GT]`` on each grid side ``n`` of ``grids`` (the localized evaluation).
 
     Every map is clipped at 0 per pixel; a predicted half whose shape differs from ``gt_map`` is resized to it
-    (``resize_keep_sum``); the negative half's ground truth is zeros; the halves are stacked (``vertical``: the
-    positive on top; ``horizontal``: on the left) and cut into ``n x n`` cells. Per cell ``tp = min(p, g)``,
-    ``fp = max(0, p - g)``, ``ae = |p - g|``.
+    (``zoom_keep_sum``: ``scipy.ndimage.zoom(order=1)``, as the released ``_resize_density_map``); the negative
+    half's ground truth is zeros; the halves are stacked (``vertical``: the positive on top; ``horizontal``: on the
+    left) and cut into ``n x n`` cells. Per cell ``tp = min(p, g)``, ``fp = max(0, p - g)``, ``ae = |p - g|``.
 
     Args:
         pred_pos: Predicted density map of the positive half.
@@ -183,7 +208,7 @@ def official_mosaic_cells(pred_pos, pred_neg, gt_map, orientation: str = "vertic
         ``{n: array([TP, FP, AE, GT])}``.
     """
     gt = np.clip(np.asarray(gt_map, np.float64), 0, None)
-    halves = [resize_keep_sum(np.clip(np.asarray(m, np.float64), 0, None), gt.shape) for m in (pred_pos, pred_neg)]
+    halves = [zoom_keep_sum(np.clip(np.asarray(m, np.float64), 0, None), gt.shape) for m in (pred_pos, pred_neg)]
     axis = 0 if orientation == "vertical" else 1
     pred = np.concatenate(halves, axis=axis)
     truth = np.concatenate([gt, np.zeros_like(gt)], axis=axis)
