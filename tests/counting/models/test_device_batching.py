@@ -10,7 +10,12 @@ from scipy import ndimage
 from countboard.counting.models import clipseg as clipseg_module
 from countboard.counting.models import detect_count
 from countboard.counting.models.clipseg import ClipSegCounter, regions_to_density_batch
-from countboard.counting.models.detect_count import select_detections, select_detections_batched
+from countboard.counting.models.detect_count import (
+    fetch_selected,
+    ranked_detections,
+    select_detections,
+    select_detections_batched,
+)
 from countboard.counting.models.owlv2 import Owlv2Counter
 from countboard.counting.models.regions import finish_counts, region_counts
 
@@ -62,6 +67,30 @@ def test_a_long_suppression_chain_is_not_settled_after_few_steps():
     ref, _ = select_detections(boxes[0], scores[0], (10, 100), 0.1, 0.3)
     assert not bool(settled) and bool(settled_full)
     np.testing.assert_array_equal(boxes[0][order[0][keep[0]].numpy()], ref)
+
+
+@pytest.mark.parametrize(("k", "passes"), [(6, 1), (40, 2), (200, 3)])
+def test_fetch_selected_widens_and_lengthens_until_settled(k, passes, monkeypatch):
+    """A suppression chain of ``k`` boxes (greedy NMS keeps every other one, one decision per round) beside a pair
+    with few candidates: 8 rounds, then 64, then as many as candidates; each pass read in one transfer."""
+    monkeypatch.setattr(detect_count, "select_detections_batched",
+                        functools.partial(select_detections_batched, force_tensor_ops=True))
+    chain = np.array([[0, 3.0 * i, 10, 3.0 * i + 10] for i in range(k)])
+    boxes = np.stack([chain, chain[::-1] + 1000.0])
+    scores = np.stack([np.linspace(0.9, 0.5, k), np.r_[0.9, np.zeros(k - 1)]])
+    sizes = np.array([[10.0, 3.0 * k + 10], [2000.0, 2000.0]])
+    reads = []
+
+    def fetch(b, s, order, keep):
+        reads.append(1)
+        return ranked_detections(b, s, order, keep)
+
+    ranked, _, keep = fetch_selected(torch.from_numpy(boxes), torch.from_numpy(scores), torch.from_numpy(sizes),
+                                     0.1, 0.3, fetch)
+    assert len(reads) == passes
+    for n in range(2):
+        ref, _ = select_detections(boxes[n], scores[n], tuple(sizes[n].astype(int)), 0.1, 0.3)
+        np.testing.assert_array_equal(ranked[n][keep[n]], ref)
 
 
 @pytest.mark.parametrize(("seed", "threshold", "min_region"), [(0, 0.55, 3), (1, 0.55, 3), (2, 0.55, 3),

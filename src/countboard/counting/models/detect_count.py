@@ -255,16 +255,19 @@ def ranked_detections(boxes: torch.Tensor, scores: torch.Tensor, order: torch.Te
 
 
 def fetch_selected(boxes: torch.Tensor, scores: torch.Tensor, sizes: torch.Tensor, score_threshold: float,
-                   nms_iou: float, fetch) -> list[np.ndarray]:
+                   nms_iou: float, fetch, steps: int = 8) -> list[np.ndarray]:
     """:func:`select_detections_batched` of every pair, then ``fetch(boxes, scores, order, keep)`` read in one
-    transfer; when the selection had not settled (more candidates than its first width, or a long suppression
-    chain) it runs again as wide and as long as the most candidates of a pair, and is read again."""
-    order, keep, settled, needed = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou)
+    transfer. When the selection had not settled (more candidates than its first width, or a suppression chain
+    longer than its rounds), it runs again as wide as the most candidates of a pair, with eight times the rounds
+    (at most as many as candidates, which always settles), and is read again."""
+    order, keep, settled, needed = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou,
+                                                             steps=steps)
     host = to_host([settled, needed, *fetch(boxes, scores, order, keep)])
-    if not bool(host[0]):
+    while not bool(host[0]):
         n = max(int(host[1]), 1)
-        order, keep, _, _ = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou, steps=n,
-                                                      width=n)
+        steps = min(n, 8 * steps)
+        order, keep, settled, needed = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou,
+                                                                 steps=steps, width=n)
         host = to_host([settled, needed, *fetch(boxes, scores, order, keep)])
     return host[2:]
 
