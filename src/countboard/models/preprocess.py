@@ -104,9 +104,10 @@ def _pil_pass(x: torch.Tensor, out_size: int) -> torch.Tensor:
     """
     x = x.contiguous()  # whole rows are gathered: contiguous copies
     index, weights = _pil_taps_on(x.shape[-2], out_size, str(x.device))
-    acc = x.index_select(-2, index[0]).mul_(weights[0].view(-1, 1)).add_(1 << (PIL_PRECISION_BITS - 1))
-    for k in range(1, index.shape[0]):
-        acc.add_(x.index_select(-2, index[k]).mul_(weights[k].view(-1, 1)))
+    acc = torch.full((*x.shape[:-2], out_size, x.shape[-1]), 1 << (PIL_PRECISION_BITS - 1), dtype=torch.int32,
+                     device=x.device)
+    for k in range(index.shape[0]):
+        acc.addcmul_(x.index_select(-2, index[k]), weights[k].view(-1, 1))
     return acc.bitwise_right_shift_(PIL_PRECISION_BITS).clamp_(0, 255)
 
 
@@ -140,6 +141,10 @@ def pil_vertical_first(in_hw: tuple[int, int], out_hw: tuple[int, int]) -> bool:
     return version >= (12, 2) and in_h > 100 * in_w
 
 
+#: Bytes of int32 planes resized together on a CPU (about a core's share of the last-level cache).
+_CPU_CHUNK_BYTES = 4 << 20
+
+
 def _pil_resize_int(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """:func:`pil_bilinear_resize` as int32."""
     h, w = int(size[0]), int(size[1])
@@ -157,9 +162,12 @@ def _pil_resize_int(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor
 
     if images.device.type != "cpu":
         return resize(images)
-    # On a CPU one plane at a time: its working set stays in cache (about 3x faster than a batch of 1080p images).
+    # On a CPU a few planes at a time, so that the working set stays in cache (a batch of four 1080p images at
+    # once is about 3x slower than plane by plane); small planes together, for fewer operations.
     planes = images.reshape(-1, 1, *images.shape[-2:])
-    return torch.cat([resize(plane) for plane in planes]).view(*images.shape[:-2], h, w)
+    plane_bytes = 4 * max(planes.shape[-2] * planes.shape[-1], h * w, planes.shape[-2] * w, h * planes.shape[-1])
+    chunk = max(1, _CPU_CHUNK_BYTES // plane_bytes)
+    return torch.cat([resize(part) for part in planes.split(chunk)]).view(*images.shape[:-2], h, w)
 
 
 def pil_bilinear_resize(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
