@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from countboard.counting.datasets.praco_multiclass import SyntheticMulticlass
-from countboard.counting.models.praco_zoo import PUBLISHED, PracoZooCounter, checkout_revision
+from countboard.counting.models.praco_zoo import PUBLISHED, PracoZooCounter, _to_collage, checkout_revision
 from countboard.counting.released.layout import map_name
 from countboard.counting.tasks.praco import PracoMosaic, PracoNegative
 from countboard.counting.tasks.praco_multiclass import PracoMulticlass
@@ -201,3 +201,23 @@ def test_sweep_over_the_ten_conventions_exports_the_released_layout(tmp_path, ch
             want = [expected_count(item.image, c, name, positives=present, multi=True) for c in dataset.classes]
             assert [float(row[c]) for c in dataset.classes] == pytest.approx(want, abs=0.006), name
         assert len(list((out / "mc" / name / "density_maps").glob("*.npy"))) == 3 * 3
+
+
+@pytest.mark.parametrize(("native", "collage"), [((384, 384), (200, 150)), ((97, 61), (300, 420)), ((5, 3), (8, 6))])
+def test_mosaic_halves_are_the_returned_maps_halves(native, collage):
+    """benchmark.py: ``half_height = density.size(0) // 2``; the counts are the sums above and below it. The map
+    resized to the collage keeps them (and the left / right halves, cut at half the width), not only the total."""
+    rng = np.random.default_rng(sum(native))
+    density = rng.gamma(0.3, 1.0, native) * np.linspace(0.2, 3.0, native[0])[:, None]
+    out = _to_collage(density, collage)
+    h, w = collage
+    assert out.shape == collage and out.dtype == np.float32
+    for got, want in ((out[:h // 2].sum(), density[:native[0] // 2].sum()),
+                      (out[h // 2:].sum(), density[native[0] // 2:].sum()),
+                      (out[:, :w // 2].sum(), density[:, :native[1] // 2].sum()),
+                      (out[:, w // 2:].sum(), density[:, native[1] // 2:].sum())):
+        assert got == pytest.approx(want, rel=1e-5)
+    from countboard.metrics.praco_official import resize_keep_sum
+
+    plain = resize_keep_sum(density, collage)  # a plain resize moves mass across the seam
+    assert abs(plain[:h // 2].sum() - density[:native[0] // 2].sum()) > 1e-4 * density.sum()

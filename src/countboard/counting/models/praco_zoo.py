@@ -13,7 +13,8 @@ load_filtered_checkpoints=False, device=None, split='test')``). ``PracoZooCounte
   text_positive=get_text_prompt(<the image's class>))``; the count is the returned count;
 - multi-class test: the same, DAVE with ``text_positive=[prompts of every class in the image]``,
   ``per_cluster_thresh`` and ``take_min_score`` (``multiclass_main.py``'s defaults: ``True``, ``False``);
-- mosaic test (``density``): ``infer(collage, prompt)`` for every counter; the halves are summed from the map;
+- mosaic test (``density``): ``infer(collage, prompt)`` for every counter; the halves are summed from the map,
+  which keeps the sums of the returned map's halves as ``benchmark.py`` takes them (``_to_collage``);
 - ``count`` (the ``classic`` task, the mosaic test's single-image counts): as the negative-label test.
 
 The returned map is resized to the image (bilinear, sum kept) as every counter's map is. None of the published
@@ -158,6 +159,37 @@ def _to_map(density: Any) -> np.ndarray:
     return out
 
 
+def _to_collage(density: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The mosaic test's map: :func:`_to_image`, with each quadrant (cut at half the height and half the width)
+    rescaled to the sum of the same quadrant of the returned map.
+
+    ``benchmark.py`` counts a mosaic's halves on the map the counter returns, cut at half its own size
+    (``density[:h // 2]``, ``density[h // 2:]``); a map of another size than the collage, resized to it, would move
+    some mass across the seam. With the quadrants' sums kept, both halves along either axis (the seam of a
+    mosaic of two equal tiles is at half its size) count what the authors count. A quadrant whose resized sum is 0
+    stays as it is.
+
+    Example:
+        >>> m = np.array([[4.0, 0.0], [0.0, 0.0], [0.0, 2.0]])  # 3 rows: benchmark.py's halves are rows [0] and [1, 2]
+        >>> out = _to_collage(m, (6, 4))
+        >>> round(float(out[:3].sum()), 6), round(float(out[3:].sum()), 6)
+        (4.0, 2.0)
+    """
+    from countboard.metrics.praco_official import resize_keep_sum
+
+    if density.shape == tuple(size):
+        return density.astype(np.float32)
+    out = resize_keep_sum(density, size)
+    h, w = size
+    nh, nw = density.shape
+    for rows, native_rows in ((slice(0, h // 2), slice(0, nh // 2)), (slice(h // 2, h), slice(nh // 2, nh))):
+        for cols, native_cols in ((slice(0, w // 2), slice(0, nw // 2)), (slice(w // 2, w), slice(nw // 2, nw))):
+            got = out[rows, cols].sum()
+            if got != 0:
+                out[rows, cols] *= density[native_rows, native_cols].sum() / got
+    return out.astype(np.float32)
+
+
 def _to_image(density: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     from countboard.metrics.praco_official import resize_keep_sum
 
@@ -267,8 +299,10 @@ class PracoZooCounter(Counter):
                 images[id(item)] = Image.fromarray(np.asarray(item.image, np.uint8)).convert("RGB")
             positives = _positives(item) if negative else None
             count, density = self._infer(images[id(item)], prompt, positives)
-            resized = _to_image(density, item.size)
-            out.append(CountedMap(resized, count) if negative else resized)
+            if negative:
+                out.append(CountedMap(_to_image(density, item.size), count))
+            else:
+                out.append(_to_collage(density, item.size))
         return out
 
 
