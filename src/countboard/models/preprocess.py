@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -210,9 +211,22 @@ def _rescale(x: torch.Tensor, processor) -> torch.Tensor:
 
 
 def _uint8_lut(processor, device: str) -> torch.Tensor:
-    """``(3 * 256,)`` float32: :func:`_normalise` of :func:`_rescale` of every uint8 value, per channel."""
+    """``(3 * 256,)`` float32: :func:`_normalise` of :func:`_rescale` of every uint8 value, per channel (made once
+    per setting and device)."""
+    factor = float(processor.rescale_factor) if processor.do_rescale else 1.0
+    if not processor.do_normalize:
+        return _lut_on(factor, None, None, device)
+    mean, std = (tuple(np.atleast_1d(np.asarray(v, dtype=np.float64)).tolist())
+                 for v in (processor.image_mean, processor.image_std))
+    return _lut_on(factor, mean, std, device)
+
+
+@functools.lru_cache(maxsize=16)
+def _lut_on(factor: float, mean: tuple | None, std: tuple | None, device: str) -> torch.Tensor:
+    settings = SimpleNamespace(do_rescale=True, rescale_factor=factor, do_normalize=mean is not None,
+                               image_mean=mean, image_std=std)
     values = torch.arange(256, dtype=torch.float32, device=device).view(1, 1, 1, 256).expand(1, 3, 1, 256)
-    return _normalise(_rescale(values, processor), processor).reshape(-1)
+    return _normalise(_rescale(values, settings), settings).reshape(-1)
 
 
 def _rescaled_normalised(x: torch.Tensor, processor) -> torch.Tensor:
@@ -451,7 +465,7 @@ def grounding_dino_pixel_values(images: Sequence[np.ndarray], processor,
             x = _rescaled_normalised(_pil_resize_int(x, (h, w)) if (h, w) != hw else x, processor)
             if len(idx) == len(images) and (h, w) == padded:  # one size, no padding: the batch as it is
                 return x, mask.fill_(1)
-            rows = torch.tensor(idx, device=device)
-            pixels[rows, :, :h, :w] = x
-            mask[rows, :h, :w] = 1
+            for k, i in enumerate(idx):  # copies on the device (an index tensor would be a host-to-device copy)
+                pixels[i, :, :h, :w] = x[k]
+                mask[i, :h, :w] = 1
     return pixels, mask
