@@ -24,9 +24,9 @@ model's device:
 
 All run with autocast off (a ``bf16`` job still gets fp32 pixels, as from the processor). A processor whose
 settings these functions do not reproduce (another resample filter, a centre crop, a ``max_height`` size) is
-called as it is, on the host. On a CPU device the PIL passes run one image plane at a time (the working set stays
-in cache) and cost about what the processor costs (``docs/benchmarks.md``); the gain is on an accelerator, where
-the host no longer resizes.
+called as it is, on the host. On a CPU device the PIL passes run a few image planes at a time (about 4 MB of int32,
+so that the working set stays in cache) and cost about what the processor costs (``docs/benchmarks.md``); the
+gain is on an accelerator, where the host no longer resizes.
 """
 
 from __future__ import annotations
