@@ -182,6 +182,28 @@ def test_mosaic_partner_that_fails_to_load_is_reported(tmp_path, shapes_root, ct
     assert result.metrics["cnt_f1"] == 1.0
 
 
+def test_mosaic_whose_single_count_fails_says_why(shapes, ctx):
+    """``c_ii`` (the positive image alone) failing for one image: that image's mosaics fail with the reason, the
+    batch it was in is counted again image by image, the other mosaics are scored."""
+    victim = shapes.image_ids[0]
+
+    class FailsAlone(OracleCounter):
+        def count(self, items, prompts):
+            if any(it.image_id == victim for it in items):
+                raise ValueError("the model cannot count this image")
+            return super().count(items, prompts)
+
+    task = PracoMosaic(n_figures=0)
+    units = task.units(None, shapes, ctx)
+    records, result = run(task, FailsAlone(), shapes, ctx, units)
+    failed = [r for r in records if "error" in r]
+    assert failed and len(failed) < len(units)
+    assert all(r["unit_id"].startswith(victim) for r in failed)
+    assert all(f"counting the positive image {victim!r} alone failed (ValueError: the model cannot count this "
+               "image)" in r["error"] for r in failed)
+    assert result.metrics["cnt_f1"] == 1.0
+
+
 def test_negative_unreadable_image_and_unknown_class(tmp_path, shapes_root, ctx):
     root = tmp_path / "broken"
     shutil.copytree(shapes_root, root)

@@ -298,6 +298,7 @@ class PracoMosaic(Task):
         self.seed = seed
         self.n_figures = int(n_figures)
         self._single: dict[str, float] = {}
+        self._single_failed: dict[str, str] = {}
         self._official_partners: dict[tuple[str, str], str] | None = None
         self._figure_units: dict[str, int] | None = None
 
@@ -356,10 +357,7 @@ class PracoMosaic(Task):
             except Exception as exc:  # reported; the other mosaics go on
                 records[uid] = {"unit_id": uid, "error": str(exc) if isinstance(exc, RuntimeError)
                                 else f"{type(exc).__name__}: {exc}"}
-        try:
-            self._count_singles(model, [cache[m.positive_id] for _, m, _ in built], ctx)
-        except Exception as exc:  # the mosaics whose single count is missing fail below, with this reason
-            log.warning("counting the positive images alone failed: %s: %s", type(exc).__name__, exc)
+        self._count_singles(model, [cache[m.positive_id] for _, m, _ in built], ctx)
         picks = self._figure_picks(model, dataset, ctx)
         for chunk, outs in ctx.batches(built, lambda chunk: self._evaluate(model, chunk, picks)):
             if isinstance(outs, Exception):  # found again mosaic by mosaic, so that one bad mosaic fails alone
@@ -421,12 +419,30 @@ class PracoMosaic(Task):
             log.warning("mosaic figure %d skipped: %s: %s", k, type(exc).__name__, exc)
 
     def _count_singles(self, model: Any, items: list[ImageItem], ctx: RunContext) -> None:
-        """``c_ii``: each positive image alone, prompted with its own class (once per image per job)."""
+        """``c_ii``: each positive image alone, prompted with its own class (once per image per job). An image whose
+        count fails is remembered with the reason (a failed batch is counted again image by image), and its
+        mosaics fail with that reason."""
         todo = list({it.image_id: it for it in items if it.image_id not in self._single}.values())
-        for chunk, counts in ctx.batches(todo, lambda chunk: model.count(chunk, [it.class_name for it in chunk])):
+
+        def count(chunk: list[ImageItem]) -> list[float]:
+            return [float(c) for c in model.count(chunk, [it.class_name for it in chunk])]
+
+        for chunk, counts in ctx.batches(todo, count):
             if isinstance(counts, Exception):
-                raise counts
-            self._single.update({it.image_id: float(c) for it, c in zip(chunk, counts, strict=True)})
+                counts = []
+                for it in chunk:
+                    try:
+                        counts.append(count([it])[0])
+                    except Exception as exc:
+                        self._single_failed[it.image_id] = f"{type(exc).__name__}: {exc}"
+                        counts.append(None)
+            self._single.update({it.image_id: c for it, c in zip(chunk, counts, strict=True) if c is not None})
+
+    def _single_count(self, image_id: str) -> float:
+        if image_id not in self._single:
+            reason = self._single_failed.get(image_id, "no count was made")
+            raise RuntimeError(f"counting the positive image {image_id!r} alone failed ({reason})")
+        return self._single[image_id]
 
     def _record(self, uid: str, mosaic: Mosaic, other: str, sums: MapSums, dataset: ImageDataset,
                 dmap: np.ndarray | None = None) -> dict:
@@ -452,7 +468,7 @@ class PracoMosaic(Task):
         return {**grounding, **kept,
             "unit_id": uid, "image_id": mosaic.positive_id, "class_name": item.class_name, "other_class": other,
             "partner_id": mosaic.negative_id, "gt": int(dataset.count_of(mosaic.positive_id)),
-            "upper": upper, "lower": lower, "single": self._single[mosaic.positive_id],
+            "upper": upper, "lower": lower, "single": self._single_count(mosaic.positive_id),
             "pred_cells": sums.cells.ravel().tolist(),
             "gt_cells": pool_grid(gt_map, self.grid).ravel().tolist(),
             SUMS_FIELD: np.concatenate([cells[n] for n in OFFICIAL_GRIDS]).tolist(),
