@@ -2,6 +2,8 @@
 
 Both modes run on the same counter object and the same (image, class) pairs, side by side in one process:
 
+Each mode, the forward and the null model run once on their shapes before they are timed.
+
 - ``cached``: the code of ``PracoNegative.run_units`` — ``encode_images`` once per batch of images, then one
   ``decode_counts`` call for every (image, class name) pair of the batch;
 - ``per_pair``: ``counter.count([image], [class])`` for every pair (the image encoder runs for every pair).
@@ -32,9 +34,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import resource
+import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -164,17 +168,20 @@ def forward_only(name: str, counter: Counter, items, classes, batch_size: int) -
                     counter.model.class_predictor(f[None], queries[None])
         return run
     if name == "clipseg":
+        from countboard.counting.models.clipseg import decode_reduced, reduced_layers
+
         pixels = counter.processor.image_processor(images=[it.image for it in items], return_tensors="pt")
         pixels = pixels["pixel_values"].to(counter.device)
         cond = counter._text(classes)
+        decoder = counter.model.decoder
 
         def run() -> None:
             for start in range(0, len(items), batch_size):
                 out = counter.model.clip.get_image_features(pixel_values=pixels[start:start + batch_size],
                                                             interpolate_pos_encoding=True, output_hidden_states=True)
-                layers = [out.hidden_states[i + 1] for i in counter.model.extract_layers]
+                layers = reduced_layers(decoder, [out.hidden_states[i + 1] for i in counter.model.extract_layers])
                 for b in range(len(layers[0])):
-                    counter.model.decoder([a[b:b + 1].expand(len(cond), -1, -1) for a in layers], cond)
+                    decode_reduced(decoder, [a[b:b + 1] for a in layers], cond)
         return run
     if name == "shapecount":
         from countboard.counting.models.shapecount import images_to_tensor
@@ -191,9 +198,11 @@ def forward_only(name: str, counter: Counter, items, classes, batch_size: int) -
     raise ValueError(name)
 
 
-#: The model entry points each counter calls; the null model replaces them with replays of their first output.
+#: The model entry points each counter calls (an attribute path from the counter, or ``module.<name>`` for a function
+#: of the counter's module); the null model replaces them with replays of their first output.
 MODEL_CALLS = {"owlv2": [("model", "image_embedder"), ("model", "box_predictor"), ("model", "class_predictor")],
-               "clipseg": [("model.clip", "get_image_features"), ("model", "decoder")],
+               "clipseg": [("model.clip", "get_image_features"), ("module", "reduced_layers"),
+                           ("module", "decode_reduced")],
                "shapecount": [("net", "encode"), ("net", "decode")]}
 
 
@@ -212,8 +221,8 @@ def null_model(name: str, counter: Counter):
     """Every model call of ``counter`` returns the output it gave the first time for inputs of the same shapes."""
     patched = []
     for owner_path, attr in MODEL_CALLS[name]:
-        owner = counter
-        for part in owner_path.split("."):
+        owner = sys.modules[type(counter).__module__] if owner_path == "module" else counter
+        for part in () if owner_path == "module" else owner_path.split("."):
             owner = getattr(owner, part)
         real, cache = getattr(owner, attr), {}
 
@@ -223,12 +232,15 @@ def null_model(name: str, counter: Counter):
                 _cache[key] = _real(*args, **kwargs)
             return _cache[key]
         object.__setattr__(owner, attr, replay)
-        patched.append((owner, attr))
+        patched.append((owner, attr, real))
     try:
         yield
     finally:
-        for owner, attr in patched:
-            del owner.__dict__[attr]
+        for owner, attr, real in patched:
+            if isinstance(owner, types.ModuleType):
+                setattr(owner, attr, real)
+            else:
+                del owner.__dict__[attr]
 
 
 class GpuBusy:
@@ -290,7 +302,10 @@ def candidates_per_pair(counter: Counter, items, classes) -> float | None:
 
 
 def measure(name: str, counter: Counter, items, classes, batch_size: int, device: str) -> dict:
-    run_cached(counter, items[:1], classes[:2], batch_size)  # warm-up (lazy inits, allocator)
+    # warm-up on the shapes each mode then runs (lazy inits, the allocator, oneDNN's kernels for each new shape), as
+    # the forward bound is warmed on its own
+    run_cached(counter, items, classes, batch_size)
+    run_per_pair(counter, items[:1], classes[:1])
     _clear_text_cache(counter)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()

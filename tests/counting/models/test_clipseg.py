@@ -144,3 +144,24 @@ def test_bf16_autocast_gives_float32_maps_with_whole_counts(counter, make_items)
         maps = counter.density(items, PROMPTS)
     assert [(m.shape, m.dtype) for m in maps] == [(it.size, np.float32) for it in items]
     assert all(m.sum() == pytest.approx(round(float(m.sum())), abs=1e-3) for m in maps)
+
+
+def test_decode_reduced_is_the_decoders_forward(tiny_clipseg_dir, make_items):
+    """The reduced layers kept per image and broadcast over the prompts give transformers' decoder logits."""
+    from countboard.counting.models.clipseg import decode_reduced, reduced_layers
+    from countboard.models.preprocess import vit_pixel_values
+
+    counter = ClipSegCounter(model_id=str(tiny_clipseg_dir))
+    prompts = ["red circle", "blue square", "apples", "a"]
+    with torch.inference_mode():
+        pixels = vit_pixel_values([it.image for it in make_items(2, seed=3)], counter.processor.image_processor, "cpu")
+        out = counter.model.clip.get_image_features(pixel_values=pixels, interpolate_pos_encoding=True,
+                                                    output_hidden_states=True)
+        layers = [out.hidden_states[i + 1] for i in counter.model.extract_layers]
+        reduced = reduced_layers(counter.model.decoder, layers)
+        cond = counter._text(prompts)
+        for b in range(2):
+            ref = counter.model.decoder([a[b:b + 1].expand(len(prompts), -1, -1) for a in layers], cond).logits
+            got = decode_reduced(counter.model.decoder, [r[b:b + 1] for r in reduced], cond)
+            assert got.shape == ref.shape
+            torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
