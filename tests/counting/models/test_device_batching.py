@@ -30,12 +30,13 @@ def _random_boxes(rng, n, k, side=50.0):
     return boxes, scores
 
 
-@pytest.mark.parametrize("force_tensor_ops", [True, False])
+@pytest.mark.parametrize(("force_tensor_ops", "chunk"), [(True, 2 * 40 * 40), (False, 2 * 40 * 40), (False, 100)])
 @pytest.mark.parametrize(("steps", "width"), [(1, 512), (3, 5), (8, 512), (8, 12)])
 @pytest.mark.parametrize("nms_iou", [0.3, 0.5, 1.0])
-def test_batched_selection_equals_the_per_pair_reference(steps, width, nms_iou, force_tensor_ops, monkeypatch):
-    """Also with a narrow first pass (``width`` below the candidates of a pair) and small chunks of pairs."""
-    monkeypatch.setattr(detect_count, "NMS_CHUNK_ELEMENTS", 2 * 40 * 40)
+def test_batched_selection_equals_the_per_pair_reference(steps, width, nms_iou, force_tensor_ops, chunk, monkeypatch):
+    """Also with a narrow first pass (``width`` below the candidates of a pair) and small chunks of pairs; on the
+    CPU's greedy path, all pairs at once (``chunk`` above their IoU matrices) and pair by pair (below)."""
+    monkeypatch.setattr(detect_count, "NMS_CHUNK_ELEMENTS", chunk)
     rng = np.random.default_rng(int(steps * 10 + nms_iou * 10 + width))
     boxes, scores = _random_boxes(rng, 6, 40)
     sizes = np.array([[50, 50], [40, 60], [50, 50], [10, 10], [60, 30], [50, 50]], dtype=np.float64)

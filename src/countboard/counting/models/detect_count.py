@@ -225,13 +225,34 @@ def select_detections_batched(boxes: torch.Tensor, scores: torch.Tensor, sizes: 
 
 
 def _greedy_keep(ranked: np.ndarray, counted: np.ndarray, nms_iou: float) -> np.ndarray:
-    """Greedy NMS of the first ``counted[n]`` boxes of each ``ranked[n]`` (best first): ``(N, K)`` kept flags.
+    """Greedy NMS of the first ``counted[n]`` boxes of each ``ranked[n]`` (best first): ``(N, K)`` kept flags, with
+    ``pairwise_iou``'s float64 arithmetic.
 
-    Each kept box is compared with the boxes after it only (``pairwise_iou``'s float64 arithmetic, row by row), so
-    the work is (kept boxes) x (candidates) instead of a full IoU matrix."""
+    While the IoU matrices of all pairs fit in ``NMS_CHUNK_ELEMENTS``, they are computed at once and the greedy
+    decisions run over the candidates' ranks for all pairs together; beyond that, pair by pair, each kept box
+    compared with the boxes after it (work: kept boxes x candidates, not a full matrix)."""
+    n = len(ranked)
     keep = np.zeros(ranked.shape[:2], dtype=bool)
-    for n, k in enumerate(counted.tolist()):
-        b = ranked[n, :k]
+    m = int(counted.max()) if n else 0
+    if m == 0:
+        return keep
+    if n * m * m <= NMS_CHUNK_ELEMENTS:
+        b = ranked[:, :m]
+        ih = np.clip(np.minimum(b[:, :, None, 2], b[:, None, :, 2]) - np.maximum(b[:, :, None, 0], b[:, None, :, 0]),
+                     0, None)
+        iw = np.clip(np.minimum(b[:, :, None, 3], b[:, None, :, 3]) - np.maximum(b[:, :, None, 1], b[:, None, :, 1]),
+                     0, None)
+        inter = ih * iw
+        area = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+        union = area[:, :, None] + area[:, None, :] - inter
+        overlaps = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0) > nms_iou
+        alive = np.arange(m)[None, :] < counted[:, None]
+        for i in range(m - 1):
+            alive[:, i + 1:] &= ~(alive[:, i:i + 1] & overlaps[:, i, i + 1:])
+        keep[:, :m] = alive
+        return keep
+    for p, k in enumerate(counted.tolist()):
+        b = ranked[p, :k]
         area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
         alive = np.ones(k, dtype=bool)
         for i in range(k - 1):
@@ -244,7 +265,7 @@ def _greedy_keep(ranked: np.ndarray, counted: np.ndarray, nms_iou: float) -> np.
             union = area[i] + area[i + 1:] - inter
             iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
             alive[i + 1:] &= iou <= nms_iou
-        keep[n, :k] = alive
+        keep[p, :k] = alive
     return keep
 
 
