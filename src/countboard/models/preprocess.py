@@ -182,9 +182,18 @@ def pil_bilinear_resize(images: torch.Tensor, size: tuple[int, int]) -> torch.Te
 
 
 def images_tensor(images: Sequence[np.ndarray], device: str | torch.device) -> torch.Tensor:
-    """Same-size ``(H, W, 3)`` uint8 arrays as one ``(B, 3, H, W)`` uint8 tensor on ``device``."""
+    """Same-size ``(H, W, 3)`` uint8 arrays as one ``(B, 3, H, W)`` uint8 tensor on ``device``.
+
+    On CUDA the batch is gathered into page-locked memory and copied without waiting (the loader's pinned images
+    would otherwise be stacked into pageable memory, whose copy blocks the host)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        stacked = torch.empty((len(images), *np.shape(images[0])), dtype=torch.uint8, pin_memory=True)
+        for k, im in enumerate(images):
+            stacked[k] = torch.from_numpy(np.asarray(im))
+        return stacked.to(dev, non_blocking=True).permute(0, 3, 1, 2)
     stacked = torch.from_numpy(np.ascontiguousarray(np.stack([np.asarray(im) for im in images])))
-    return stacked.to(device).permute(0, 3, 1, 2)
+    return stacked.to(dev).permute(0, 3, 1, 2)
 
 
 def by_size(images: Sequence[np.ndarray]) -> dict[tuple[int, int], list[int]]:

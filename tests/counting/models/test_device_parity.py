@@ -58,3 +58,13 @@ def test_cuda_decode_counts_equal_cpu_counts_in_fp32(kind, tiny_owlv2_dir, tiny_
     assert counts["cpu"].sum() > 0
     np.testing.assert_array_equal(counts["cuda"], counts["cpu"])
     np.testing.assert_allclose(counts["cpu"], _counts(builders[kind]("cpu"), items, "cpu"), atol=1e-3)
+
+
+def test_pinned_batch_copy_equals_the_images(make_items):
+    """The batch gathered in page-locked memory and copied without waiting holds the images (read after a sync)."""
+    from countboard.models.preprocess import images_tensor
+
+    images = [it.image for it in make_items(3, seed=4, sizes=((40, 64),))]
+    got = images_tensor(images, "cuda")
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(got.permute(0, 2, 3, 1).cpu().numpy(), np.stack(images))
