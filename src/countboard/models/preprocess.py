@@ -38,6 +38,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from countboard.models.transfer import to_device
+
 #: Fractional bits of PIL's 8-bit resampling coefficients (``PRECISION_BITS`` of libImaging/Resample.c).
 PIL_PRECISION_BITS = 32 - 8 - 2
 _PIL_BILINEAR = 2
@@ -208,8 +210,8 @@ def _normalise(x: torch.Tensor, processor) -> torch.Tensor:
     """float32 ``(x - mean) / std`` per channel, as transformers' ``normalize`` (when the processor asks for it)."""
     if not processor.do_normalize:
         return x
-    mean = torch.tensor(np.asarray(processor.image_mean, dtype=np.float32), device=x.device).view(1, -1, 1, 1)
-    std = torch.tensor(np.asarray(processor.image_std, dtype=np.float32), device=x.device).view(1, -1, 1, 1)
+    mean = to_device(np.asarray(processor.image_mean, dtype=np.float32), x.device).view(1, -1, 1, 1)
+    std = to_device(np.asarray(processor.image_std, dtype=np.float32), x.device).view(1, -1, 1, 1)
     return (x - mean) / std
 
 
@@ -365,7 +367,7 @@ def owlv2_pixel_values(images: Sequence[np.ndarray], processor, device: str | to
             pixels = images_tensor([images[i] for i in idx], device)
             # the range the output is clipped to, read on the uint8 arrays before they leave the host (rescaling is
             # monotone; a few microseconds per image there), and the padding
-            ranges = torch.tensor([[int(np.min(images[i])), int(np.max(images[i]))] for i in idx], device=device)
+            ranges = to_device([[int(np.min(images[i])), int(np.max(images[i]))] for i in idx], device)
             lo, hi = (_rescale(r, processor).view(-1, 1, 1, 1) for r in ranges.T)
             ph, pw = h, w
             if processor.do_pad and h != w:

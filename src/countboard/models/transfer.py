@@ -1,9 +1,10 @@
-"""Results of a batch leave the device in one transfer.
+"""Results of a batch leave the device in one transfer; small inputs reach it without waiting.
 
 A counter computes everything of a batch on its device and reads the results with :func:`to_host`: the tensors are
 packed into one float64 buffer, copied to the host once (the batch's one synchronisation on CUDA) and unpacked.
 float64 holds every value these tensors carry exactly (booleans, integer counts below ``2**53``, float32 and float64
-values).
+values). The other way, :func:`to_device` copies host values (image sizes, clipping ranges) from page-locked memory
+without waiting: a plain copy from pageable memory would make the host wait for everything queued on the device.
 
 Example:
     >>> import torch
@@ -31,3 +32,18 @@ def to_host(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
         out.append(flat[start:start + n].reshape(tuple(t.shape)).astype(dtype))
         start += n
     return out
+
+
+def to_device(values, device: str | torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``torch.as_tensor(values, dtype)`` on ``device``; on CUDA through page-locked memory, not waiting for the
+    device (the copy is ordered on the stream before the work that reads it).
+
+    Example:
+        >>> to_device([[3, 4]], "cpu", torch.float64).tolist()
+        [[3.0, 4.0]]
+    """
+    host = torch.as_tensor(values, dtype=dtype)
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return host.to(dev)
+    return host.pin_memory().to(dev, non_blocking=True)

@@ -33,6 +33,7 @@ from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import by_size, grounding_dino_pixel_values
+from countboard.models.transfer import to_device
 
 
 @dataclass
@@ -167,7 +168,7 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
                 sc, bx = self.scores_and_boxes(feat, [prompts[i] for i in chunk])
                 for q, i in enumerate(chunk):
                     scores[i], boxes[i] = sc[q], bx[q]
-        sizes = torch.tensor([f.size for f in features], dtype=torch.float64, device=boxes[0].device)
+        sizes = to_device([f.size for f in features], boxes[0].device, torch.float64)
         pix = boxes_from_cxcywh(torch.stack(boxes), sizes[:, None, :])
         score = torch.stack(scores)
         return fetch_selected(pix, score, sizes, threshold, self.nms_iou, fetch)

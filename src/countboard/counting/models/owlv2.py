@@ -25,6 +25,7 @@ from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import owlv2_pixel_values
+from countboard.models.transfer import to_device
 
 
 @dataclass
@@ -111,7 +112,7 @@ class Owlv2Counter(DetectionDecoding, Counter):
             for q, i in enumerate(idx):
                 scores[i] = probs[:, q]
         boxes = torch.stack([f.boxes for f in features])
-        sizes = torch.tensor([f.size for f in features], dtype=torch.float64, device=boxes.device)
+        sizes = to_device([f.size for f in features], boxes.device, torch.float64)
         return boxes, torch.stack(scores), sizes
 
     @torch.inference_mode()

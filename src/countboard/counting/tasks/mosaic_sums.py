@@ -146,10 +146,19 @@ def _cell_of(edges: tuple[int, ...], length: int) -> np.ndarray:
     return np.searchsorted(np.asarray(edges[1:]), np.arange(length), side="right")
 
 
+@lru_cache(maxsize=256)
+def _cell_index(edges: tuple[int, ...], length: int, device: str):
+    """:func:`_cell_of` as a tensor on ``device``, made once: copying it from the host for every map would make
+    the host wait for the device each time (a pageable copy is synchronous)."""
+    import torch
+
+    return torch.as_tensor(_cell_of(edges, length), device=device)
+
+
 def _cell_sums(x, ys: tuple[int, ...], xs: tuple[int, ...]):
     import torch
 
-    rows_of = torch.as_tensor(_cell_of(ys, x.shape[0]), device=x.device)
-    cols_of = torch.as_tensor(_cell_of(xs, x.shape[1]), device=x.device)
+    rows_of = _cell_index(ys, x.shape[0], str(x.device))
+    cols_of = _cell_index(xs, x.shape[1], str(x.device))
     by_row = torch.zeros((len(ys) - 1, x.shape[1]), dtype=x.dtype, device=x.device).index_add_(0, rows_of, x)
     return torch.zeros((len(ys) - 1, len(xs) - 1), dtype=x.dtype, device=x.device).index_add_(1, cols_of, by_row)
