@@ -221,3 +221,18 @@ def test_mosaic_halves_are_the_returned_maps_halves(native, collage):
 
     plain = resize_keep_sum(density, collage)  # a plain resize moves mass across the seam
     assert abs(plain[:h // 2].sum() - density[:native[0] // 2].sum()) > 1e-4 * density.sum()
+
+
+def test_mosaic_halves_of_sparse_and_signed_maps():
+    """A map of points 2x the collage (the resize samples past most of them) and a signed map whose resized
+    quadrant nearly cancels: the halves are still benchmark.py's, and no value grows beyond the map's own."""
+    rng = np.random.default_rng(7)
+    points = np.zeros((96, 144))
+    points[rng.integers(0, 96, 40), rng.integers(0, 144, 40)] = 1.0
+    signed = rng.normal(0.0, 1.0, (6, 6))
+    for density, collage in ((points, (48, 72)), (signed, (14, 14))):
+        out = _to_collage(density, collage)
+        h, nh = collage[0], density.shape[0]
+        assert out[:h // 2].sum() == pytest.approx(density[:nh // 2].sum(), abs=1e-4)
+        assert out[h // 2:].sum() == pytest.approx(density[nh // 2:].sum(), abs=1e-4)
+        assert np.abs(out).max() <= 2 * np.abs(density).max() + 1.0

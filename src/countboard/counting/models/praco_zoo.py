@@ -161,13 +161,14 @@ def _to_map(density: Any) -> np.ndarray:
 
 def _to_collage(density: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """The mosaic test's map: :func:`_to_image`, with each quadrant (cut at half the height and half the width)
-    rescaled to the sum of the same quadrant of the returned map.
+    shifted to the sum of the same quadrant of the returned map.
 
     ``benchmark.py`` counts a mosaic's halves on the map the counter returns, cut at half its own size
     (``density[:h // 2]``, ``density[h // 2:]``); a map of another size than the collage, resized to it, would move
     some mass across the seam. With the quadrants' sums kept, both halves along either axis (the seam of a
-    mosaic of two equal tiles is at half its size) count what the authors count. A quadrant whose resized sum is 0
-    stays as it is.
+    mosaic of two equal tiles is at half its size) count what the authors count. The difference is spread evenly
+    over the quadrant's pixels (added, not multiplied: a quadrant whose resized sum is near 0 — a signed map, or a
+    large map whose mass the resize sampled past — gets no extreme values).
 
     Example:
         >>> m = np.array([[4.0, 0.0], [0.0, 0.0], [0.0, 2.0]])  # 3 rows: benchmark.py's halves are rows [0] and [1, 2]
@@ -179,14 +180,14 @@ def _to_collage(density: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
     if density.shape == tuple(size):
         return density.astype(np.float32)
-    out = resize_keep_sum(density, size)
+    out = np.array(resize_keep_sum(density, size), dtype=np.float64)
     h, w = size
     nh, nw = density.shape
     for rows, native_rows in ((slice(0, h // 2), slice(0, nh // 2)), (slice(h // 2, h), slice(nh // 2, nh))):
         for cols, native_cols in ((slice(0, w // 2), slice(0, nw // 2)), (slice(w // 2, w), slice(nw // 2, nw))):
-            got = out[rows, cols].sum()
-            if got != 0:
-                out[rows, cols] *= density[native_rows, native_cols].sum() / got
+            quadrant = out[rows, cols]
+            if quadrant.size:
+                quadrant += (density[native_rows, native_cols].sum() - quadrant.sum()) / quadrant.size
     return out.astype(np.float32)
 
 
