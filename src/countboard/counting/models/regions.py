@@ -35,26 +35,31 @@ def _shifted(dy: int, dx: int) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
 
 
 def initial_parents(mask: torch.Tensor) -> torch.Tensor:
-    """Every pixel its own parent: ``arange(N * H * W + 1)`` (the last slot is a sink for pairs that are not hooked)."""
-    return torch.arange(mask.numel() + 1, device=mask.device)
+    """Every pixel its own parent: ``arange(N * H * W)`` on the mask's device."""
+    return torch.arange(mask.numel(), device=mask.device)
 
 
 def label_rounds(parents: torch.Tensor, mask: torch.Tensor, steps: int, jumps: int = 3
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """``steps`` rounds of hooking and ``jumps`` pointer jumps; the parents and whether the last round changed
-    nothing (then ``parents[:N * H * W]`` names each foreground pixel's region root)."""
+    nothing (then ``parents`` names each foreground pixel's region root).
+
+    A pixel pair that is not a pair of foreground neighbours writes its own pixel's parent back to that pixel (a
+    no-op of the scatter-max), so the writes spread over all addresses instead of contending for one.
+    """
     n, h, w = mask.shape
-    total = mask.numel()
-    pairs = [(a, b, mask[a] & mask[b]) for a, b in (_shifted(dy, dx) for dy, dx in _NEIGHBOURS)]
+    own = torch.arange(mask.numel(), device=mask.device).reshape(n, h, w)
+    pairs = [(a, b, mask[a] & mask[b], own[a]) for a, b in (_shifted(dy, dx) for dy, dx in _NEIGHBOURS)]
     settled = torch.zeros((), dtype=torch.bool, device=mask.device)
     for _ in range(steps):
         before = parents
         parents = parents.clone()
-        for a, b, both in pairs:
-            grid = parents[:total].reshape(n, h, w)
+        for a, b, both, index in pairs:
+            grid = parents.reshape(n, h, w)
             pa, pb = grid[a], grid[b]
-            target = torch.where(both, torch.minimum(pa, pb), total)
-            parents.scatter_reduce_(0, target.reshape(-1), torch.maximum(pa, pb).reshape(-1), "amax")
+            target = torch.where(both, torch.minimum(pa, pb), index)
+            value = torch.where(both, torch.maximum(pa, pb), pa)
+            parents.scatter_reduce_(0, target.reshape(-1), value.reshape(-1), "amax")
         for _ in range(jumps):
             parents = parents[parents]
         settled = (parents == before).all()
@@ -123,7 +128,7 @@ def _counts(probs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, thres
     (positive already when ``threshold > 0``)."""
     n = len(mask)
     flat = mask.reshape(-1)
-    key = labels[:flat.numel()][flat]
+    key = labels[flat]
     area = torch.zeros(flat.numel(), dtype=torch.float64, device=mask.device)
     area.index_add_(0, key, torch.ones_like(key, dtype=torch.float64))
     good = area >= max(int(min_region), 1)
