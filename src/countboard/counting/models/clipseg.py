@@ -59,6 +59,23 @@ def reduced_layers(decoder, hidden_states: Sequence[torch.Tensor]) -> list[torch
     return [reduce(a) for a, reduce in zip(hidden_states[::-1], decoder.reduces, strict=True)]
 
 
+#: Pixels of the maps labelled in one call (the labelling holds several int64 / float64 values per pixel).
+LABEL_CHUNK_PIXELS = 2**25
+
+
+def _chunks(parts: list[tuple[list[int], torch.Tensor]], maps: int) -> list[list]:
+    """``(pair indices, logits)`` parts in consecutive runs of at most ``maps`` maps (at least one part per run)."""
+    out: list[list] = []
+    total = maps + 1
+    for part in parts:
+        if total + len(part[0]) > maps:
+            out.append([])
+            total = 0
+        out[-1].append(part)
+        total += len(part[0])
+    return out
+
+
 def upsampled_probabilities(logits: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """``(N, h, w)`` logits resized bilinearly to ``size`` (float32), then the sigmoid (in place): the maps of any
     number of prompts, of one image or of several images of one size, in one call."""
@@ -78,7 +95,11 @@ def relu_in_place(decoder) -> None:
 def decode_reduced(decoder, reduced: Sequence[torch.Tensor], cond: torch.Tensor) -> torch.Tensor:
     """``CLIPSegDecoder.forward(layers, cond).logits`` from one image's :func:`reduced_layers` (each ``(1, T, R)``)
     for a batch of ``B`` conditional embeddings: the same operations in the same order, the reduced layers
-    broadcast over the batch instead of being reduced again for each prompt. Returns ``(B, h, w)`` logits."""
+    broadcast over the batch instead of being reduced again for each prompt. Returns ``(B, h, w)`` logits.
+
+    Equal to transformers' decoder up to float rounding: a matrix product over one image's rows rounds differently
+    from the same product over ``B`` stacked copies (as transformers' own output for a prompt differs with the
+    number of prompts decoded with it). Here the reduction no longer depends on the prompt batch."""
     output = None
     for i, (r, layer) in enumerate(zip(reduced, decoder.layers, strict=True)):
         output = r if output is None else r + output
@@ -220,7 +241,8 @@ class ClipSegCounter(Counter):
     @torch.inference_mode()
     def decode_counts(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> np.ndarray:
         """The number of counted regions of each pair, labelled on the device (``regions.region_counts``): the maps
-        of all images of one size are labelled together, and the counts leave the device in one transfer.
+        of the images of one size are labelled together (up to ``LABEL_CHUNK_PIXELS`` pixels per call), and the
+        counts leave the device in one transfer.
         ``decode``'s maps sum to these counts (up to float32 rounding of the maps)."""
         check_one_prompt_each(features, prompts, "image features", "pair")
         by_size: dict[tuple[int, int], list] = {}
@@ -228,10 +250,11 @@ class ClipSegCounter(Counter):
             by_size.setdefault(tuple(feat.size), []).append((idx, self.logits(feat, [prompts[i] for i in idx])))
         found = []
         for (h, w), parts in by_size.items():
-            probs = upsampled_probabilities(torch.cat([logits for _, logits in parts]), (h, w))
-            idx = [i for part, _ in parts for i in part]
             min_region = int(np.ceil(self.min_region_frac * h * w))
-            found.append((idx, probs, min_region, *region_counts(probs, self.mask_threshold, min_region)))
+            for chunk in _chunks(parts, max(1, LABEL_CHUNK_PIXELS // (h * w))):
+                probs = upsampled_probabilities(torch.cat([logits for _, logits in chunk]), (h, w))
+                idx = [i for part, _ in chunk for i in part]
+                found.append((idx, probs, min_region, *region_counts(probs, self.mask_threshold, min_region)))
         host = to_host([t for _, _, _, counts, settled, _, _ in found for t in (counts, settled)])
         out = np.zeros(len(prompts), dtype=np.float64)
         for g, (idx, probs, min_region, _, _, labels, mask) in enumerate(found):
