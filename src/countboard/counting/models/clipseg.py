@@ -32,7 +32,14 @@ import torch
 from scipy import ndimage
 
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
-from countboard.counting.models.regions import finish_counts, initial_parents, label_rounds, region_counts
+from countboard.counting.models.regions import (
+    finish_counts,
+    initial_parents,
+    label_rounds,
+    region_counts,
+    region_sums,
+    settle,
+)
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
@@ -313,20 +320,14 @@ def region_density(stacks: list[tuple[torch.Tensor, int]], threshold: float, ste
         mask = probs >= threshold
         found.append((mask, *label_rounds(initial_parents(mask), mask, steps)))
     if found and not bool(torch.stack([settled for _, _, settled in found]).all()):
-        for k, (mask, labels, settled) in enumerate(found):
-            while not bool(settled):
-                labels, settled = label_rounds(labels, mask, steps)
-            found[k] = (mask, labels, settled)
+        found = [(mask, labels if bool(settled) else settle(labels, mask, steps), settled)
+                 for mask, labels, settled in found]
     out = []
     for (probs, min_region), (mask, labels, _) in zip(stacks, found, strict=True):
-        flat = mask.reshape(-1)
-        key = labels[:flat.numel()]  # each foreground pixel's region root; a background pixel is its own
-        area = torch.zeros(flat.numel(), dtype=torch.float64, device=mask.device)
-        area.index_add_(0, key, flat.to(torch.float64))
-        values = probs.reshape(-1).to(torch.float64)
-        mass = torch.zeros_like(area).index_add_(0, key, torch.where(flat, values, torch.zeros_like(values)))
+        area, mass = region_sums(probs, labels, mask)
         good = (area >= max(int(min_region), 1)) & (mass > 0)
         denom = torch.where(mass > 0, mass, torch.ones_like(mass))
-        dens = torch.where(flat & good[key], values / denom[key], torch.zeros_like(values))
+        values = probs.reshape(-1).to(torch.float64)
+        dens = torch.where(mask.reshape(-1) & good[labels], values / denom[labels], torch.zeros_like(values))
         out.append(dens.to(torch.float32).reshape(mask.shape))
     return out

@@ -113,25 +113,38 @@ def _scipy_counts(probs: np.ndarray, mask: np.ndarray, threshold: float, min_reg
     return counts
 
 
-def finish_counts(probs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, threshold: float, min_region: int,
-                  steps: int = 8) -> torch.Tensor:
-    """Rounds until the labelling settles (one host check per ``steps`` rounds), then the counts."""
+def settle(labels: torch.Tensor, mask: torch.Tensor, steps: int = 8) -> torch.Tensor:
+    """More rounds of :func:`label_rounds` until the labelling settles (one host check per ``steps`` rounds)."""
     settled = torch.zeros((), dtype=torch.bool)
     while not bool(settled):
         labels, settled = label_rounds(labels, mask, steps)
-    return _counts(probs, labels, mask, threshold, min_region)
+    return labels
+
+
+def finish_counts(probs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, threshold: float, min_region: int,
+                  steps: int = 8) -> torch.Tensor:
+    """Rounds until the labelling settles, then the counts."""
+    return _counts(probs, settle(labels, mask, steps), mask, threshold, min_region)
+
+
+def region_sums(probs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, with_mass: bool = True
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per region root (an index into the flattened stack; ``labels`` from :func:`label_rounds`): its foreground
+    area and probability mass, float64. Background pixels add zeros to their own slot instead of being left out, so
+    nothing here indexes with a boolean mask (which would wait for the device)."""
+    flat = mask.reshape(-1)
+    area = torch.zeros(flat.numel(), dtype=torch.float64, device=mask.device).index_add_(0, labels, flat.double())
+    if not with_mass:
+        return area, None
+    values = probs.reshape(-1).to(torch.float64)
+    return area, torch.zeros_like(area).index_add_(0, labels, torch.where(flat, values, torch.zeros_like(values)))
 
 
 def _counts(probs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, threshold: float,
             min_region: int) -> torch.Tensor:
-    """Per map, the region roots (``labels``: parents from :func:`label_rounds`) with enough area and positive mass
-    (positive already when ``threshold > 0``)."""
-    n = len(mask)
-    flat = mask.reshape(-1)
-    key = labels[flat]
-    area = torch.zeros(flat.numel(), dtype=torch.float64, device=mask.device)
-    area.index_add_(0, key, torch.ones_like(key, dtype=torch.float64))
+    """Per map, the region roots with enough area and positive mass (positive already when ``threshold > 0``)."""
+    area, mass = region_sums(probs, labels, mask, with_mass=threshold <= 0)
     good = area >= max(int(min_region), 1)
-    if threshold <= 0:
-        good &= torch.zeros_like(area).index_add_(0, key, probs.reshape(-1)[flat].to(torch.float64)) > 0
-    return good.reshape(n, -1).sum(dim=1)
+    if mass is not None:
+        good &= mass > 0
+    return good.reshape(len(mask), -1).sum(dim=1)
