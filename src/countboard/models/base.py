@@ -114,14 +114,10 @@ def read_reductions(maps: Sequence[Any], reduce: Callable[[int, Any], Sequence[A
     """``reduce(i, maps[i])`` of every map, read with ``first`` (tensors read before them) in one transfer
     (``models/transfer.py``): ``[first as arrays, reduce(0, maps[0]) as arrays, ...]`` when ``first`` is given,
     else the per-map lists alone."""
-    from countboard.models.transfer import to_host
+    from countboard.models.transfer import split_parts, to_host
 
     parts = [list(first), *(list(reduce(i, m)) for i, m in enumerate(maps))]
-    host = to_host([t for part in parts for t in part])
-    out, start = [], 0
-    for part in parts:
-        out.append(host[start:start + len(part)])
-        start += len(part)
+    out = split_parts(to_host([t for part in parts for t in part]), [len(part) for part in parts])
     return out if first else out[1:]
 
 

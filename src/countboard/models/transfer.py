@@ -34,6 +34,20 @@ def to_host(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
     return out
 
 
+def split_parts(flat: Sequence, lengths: Sequence[int]) -> list[list]:
+    """``flat`` cut back into consecutive parts of ``lengths`` (what was concatenated for one transfer).
+
+    Example:
+        >>> split_parts([1, 2, 3, 4], [1, 0, 3])
+        [[1], [], [2, 3, 4]]
+    """
+    out, start = [], 0
+    for n in lengths:
+        out.append(list(flat[start:start + n]))
+        start += n
+    return out
+
+
 def to_device(values, device: str | torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``torch.as_tensor(values, dtype)`` on ``device``; on CUDA through page-locked memory, not waiting for the
     device (the copy is ordered on the stream before the work that reads it).

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from countboard.models.base import boxes_to_density, check_one_prompt_each
-from countboard.models.transfer import to_host
+from countboard.models.transfer import split_parts, to_host
 
 
 def cxcywh_to_yxyx(boxes: np.ndarray, scale_hw: tuple[float, float]) -> np.ndarray:
@@ -33,19 +33,18 @@ def cxcywh_to_yxyx(boxes: np.ndarray, scale_hw: tuple[float, float]) -> np.ndarr
 
 
 def pairwise_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``(K, M)`` IoU matrix of ``(K, 4)`` and ``(M, 4)`` boxes ``(y0, x0, y1, x1)``.
+    """``(..., K, M)`` IoU matrices of ``(..., K, 4)`` and ``(..., M, 4)`` boxes ``(y0, x0, y1, x1)`` (leading
+    dimensions, e.g. one per (image, prompt) pair, are matched).
 
     Example:
         >>> pairwise_iou(np.array([[0, 0, 2, 2]]), np.array([[0, 1, 2, 3], [5, 5, 6, 6]])).round(3).tolist()
         [[0.333, 0.0]]
     """
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    ih = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
-    iw = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    a, b = np.asarray(a, dtype=np.float64)[..., :, None, :], np.asarray(b, dtype=np.float64)[..., None, :, :]
+    ih = np.clip(np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]), 0, None)
+    iw = np.clip(np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]), 0, None)
     inter = ih * iw
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = area_a[:, None] + area_b[None, :] - inter
+    union = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1]) + (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1]) - inter
     return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 
 
@@ -237,15 +236,7 @@ def _greedy_keep(ranked: np.ndarray, counted: np.ndarray, nms_iou: float) -> np.
     if m == 0:
         return keep
     if n * m * m <= NMS_CHUNK_ELEMENTS:
-        b = ranked[:, :m]
-        ih = np.clip(np.minimum(b[:, :, None, 2], b[:, None, :, 2]) - np.maximum(b[:, :, None, 0], b[:, None, :, 0]),
-                     0, None)
-        iw = np.clip(np.minimum(b[:, :, None, 3], b[:, None, :, 3]) - np.maximum(b[:, :, None, 1], b[:, None, :, 1]),
-                     0, None)
-        inter = ih * iw
-        area = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
-        union = area[:, :, None] + area[:, None, :] - inter
-        overlaps = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0) > nms_iou
+        overlaps = pairwise_iou(ranked[:, :m], ranked[:, :m]) > nms_iou
         alive = np.arange(m)[None, :] < counted[:, None]
         for i in range(m - 1):
             alive[:, i + 1:] &= ~(alive[:, i:i + 1] & overlaps[:, i, i + 1:])
@@ -253,18 +244,10 @@ def _greedy_keep(ranked: np.ndarray, counted: np.ndarray, nms_iou: float) -> np.
         return keep
     for p, k in enumerate(counted.tolist()):
         b = ranked[p, :k]
-        area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
         alive = np.ones(k, dtype=bool)
         for i in range(k - 1):
-            if not alive[i]:
-                continue
-            rest = b[i + 1:]
-            ih = np.clip(np.minimum(b[i, 2], rest[:, 2]) - np.maximum(b[i, 0], rest[:, 0]), 0, None)
-            iw = np.clip(np.minimum(b[i, 3], rest[:, 3]) - np.maximum(b[i, 1], rest[:, 1]), 0, None)
-            inter = ih * iw
-            union = area[i] + area[i + 1:] - inter
-            iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
-            alive[i + 1:] &= iou <= nms_iou
+            if alive[i]:
+                alive[i + 1:] &= pairwise_iou(b[i:i + 1], b[i + 1:])[0] <= nms_iou
         keep[p, :k] = alive
     return keep
 
@@ -345,9 +328,4 @@ class DetectionDecoding:
             lengths[:] = [len(part) for part in parts]
             return [t for part in parts for t in part]
 
-        flat = self._kept(features, prompts, fetch)
-        out, start = [], 0
-        for n in lengths:
-            out.append(flat[start:start + n])
-            start += n
-        return out
+        return split_parts(self._kept(features, prompts, fetch), lengths)
