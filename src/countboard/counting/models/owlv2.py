@@ -94,8 +94,8 @@ class Owlv2Counter(DetectionDecoding, Counter):
             b, gh, gw, d = feature_map.shape
             patch_feats = feature_map.reshape(b, gh * gw, d)
             pred_boxes = self.model.box_predictor(patch_feats, feature_map).float()
-            side = torch.tensor([[float(max(it.size))] * 2 for it in batch], dtype=torch.float64,
-                                device=pred_boxes.device)  # the processor pads to a square at the bottom/right
+            # the processor pads to a square at the bottom/right
+            side = to_device([[float(max(it.size))] * 2 for it in batch], pred_boxes.device, torch.float64)
             boxes = boxes_from_cxcywh(pred_boxes, side[:, None, :])
             feats.extend(OwlImageFeatures(pf, bx, it.size) for it, pf, bx in zip(batch, patch_feats, boxes,
                                                                                   strict=True))

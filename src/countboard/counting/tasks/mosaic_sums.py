@@ -148,11 +148,10 @@ def _cell_of(edges: tuple[int, ...], length: int) -> np.ndarray:
 
 @lru_cache(maxsize=256)
 def _cell_index(edges: tuple[int, ...], length: int, device: str):
-    """:func:`_cell_of` as a tensor on ``device``, made once: copying it from the host for every map would make
-    the host wait for the device each time (a pageable copy is synchronous)."""
-    import torch
+    """:func:`_cell_of` as a tensor on ``device``, copied once per shape (``transfer.to_device``: without waiting)."""
+    from countboard.models.transfer import to_device
 
-    return torch.as_tensor(_cell_of(edges, length), device=device)
+    return to_device(_cell_of(edges, length), device)
 
 
 def _cell_sums(x, ys: tuple[int, ...], xs: tuple[int, ...]):
