@@ -206,6 +206,20 @@ def by_size(images: Sequence[np.ndarray]) -> dict[tuple[int, int], list[int]]:
     return groups
 
 
+def _in_image_order(images: Sequence[np.ndarray], make) -> torch.Tensor:
+    """``make(hw, idx)`` (a batch of the images at ``idx``, all of size ``hw``) for every size, stacked back in the
+    images' order; a single size's batch is returned as it is."""
+    groups = by_size(images)
+    if len(groups) == 1:
+        ((hw, idx),) = groups.items()
+        return make(hw, idx)
+    out: list[torch.Tensor | None] = [None] * len(images)
+    for hw, idx in groups.items():
+        for k, x in zip(idx, make(hw, idx), strict=True):
+            out[k] = x
+    return torch.stack(out)
+
+
 def _normalise(x: torch.Tensor, processor) -> torch.Tensor:
     """float32 ``(x - mean) / std`` per channel, as transformers' ``normalize`` (when the processor asks for it)."""
     if not processor.do_normalize:
@@ -215,16 +229,19 @@ def _normalise(x: torch.Tensor, processor) -> torch.Tensor:
     return (x - mean) / std
 
 
+def _rescale_factor(processor) -> float:
+    return float(processor.rescale_factor) if processor.do_rescale else 1.0
+
+
 def _rescale(x: torch.Tensor, processor) -> torch.Tensor:
     """transformers' ``rescale``: float64 product, then float32."""
-    factor = float(processor.rescale_factor) if processor.do_rescale else 1.0
-    return (x.to(torch.float64) * factor).to(torch.float32)
+    return (x.to(torch.float64) * _rescale_factor(processor)).to(torch.float32)
 
 
 def _uint8_lut(processor, device: str) -> torch.Tensor:
     """``(3 * 256,)`` float32: :func:`_normalise` of :func:`_rescale` of every uint8 value, per channel (made once
     per setting and device)."""
-    factor = float(processor.rescale_factor) if processor.do_rescale else 1.0
+    factor = _rescale_factor(processor)
     if not processor.do_normalize:
         return _lut_on(factor, None, None, device)
     mean, std = (tuple(np.atleast_1d(np.asarray(v, dtype=np.float64)).tolist())
@@ -281,14 +298,12 @@ def vit_pixel_values(images: Sequence[np.ndarray], processor, device: str | torc
     if not vit_supported(processor):
         return processor(images=list(images), return_tensors="pt")["pixel_values"].to(device)
     size = _size_hw(processor)
-    out: list[torch.Tensor | None] = [None] * len(images)
+
+    def make(_, idx: list[int]) -> torch.Tensor:
+        return _rescaled_normalised(_pil_resize_int(images_tensor([images[i] for i in idx], device), size), processor)
+
     with torch.autocast(torch.device(device).type, enabled=False):
-        for _, idx in by_size(images).items():
-            x = _pil_resize_int(images_tensor([images[i] for i in idx], device), size)
-            x = _rescaled_normalised(x, processor)
-            for k, i in enumerate(idx):
-                out[i] = x[k]
-    return torch.stack(out)
+        return _in_image_order(images, make)
 
 
 def _mirror(index: np.ndarray, n: int) -> np.ndarray:
@@ -358,30 +373,26 @@ def owlv2_pixel_values(images: Sequence[np.ndarray], processor, device: str | to
     if not owlv2_supported(processor):
         return processor(images=list(images), return_tensors="pt")["pixel_values"].to(device)
     out_h, out_w = _size_hw(processor)
-    factor = float(processor.rescale_factor) if processor.do_rescale else 1.0
     dev = str(torch.device(device))
-    groups = by_size(images)
-    out: list[torch.Tensor | None] = [None] * len(images)
+
+    def make(hw: tuple[int, int], idx: list[int]) -> torch.Tensor:
+        h, w = hw
+        pixels = images_tensor([images[i] for i in idx], device)
+        # the range the output is clipped to, read on the uint8 arrays before they leave the host (rescaling is
+        # monotone; a few microseconds per image there), and the padding
+        ranges = to_device([[int(np.min(images[i])), int(np.max(images[i]))] for i in idx], device)
+        lo, hi = (_rescale(r, processor).view(-1, 1, 1, 1) for r in ranges.T)
+        ph, pw = h, w
+        if processor.do_pad and h != w:
+            ph = pw = max(h, w)
+            lo, hi = lo.clamp(max=0.0), hi.clamp(min=0.0)
+        x = pixels.to(torch.float32, memory_format=torch.contiguous_format)
+        x = x @ _owlv2_axis(w, pw, out_w, _rescale_factor(processor), dev).T
+        x = _owlv2_axis(h, ph, out_h, 1.0, dev) @ x
+        return _normalise(x.clamp_(lo, hi), processor)
+
     with torch.autocast(torch.device(device).type, enabled=False):
-        for (h, w), idx in groups.items():
-            pixels = images_tensor([images[i] for i in idx], device)
-            # the range the output is clipped to, read on the uint8 arrays before they leave the host (rescaling is
-            # monotone; a few microseconds per image there), and the padding
-            ranges = to_device([[int(np.min(images[i])), int(np.max(images[i]))] for i in idx], device)
-            lo, hi = (_rescale(r, processor).view(-1, 1, 1, 1) for r in ranges.T)
-            ph, pw = h, w
-            if processor.do_pad and h != w:
-                ph = pw = max(h, w)
-                lo, hi = lo.clamp(max=0.0), hi.clamp(min=0.0)
-            x = pixels.to(torch.float32, memory_format=torch.contiguous_format)
-            x = x @ _owlv2_axis(w, pw, out_w, factor, dev).T
-            x = _owlv2_axis(h, ph, out_h, 1.0, dev) @ x
-            x = _normalise(x.clamp_(lo, hi), processor)
-            if len(groups) == 1:
-                return x
-            for k, i in enumerate(idx):
-                out[i] = x[k]
-    return torch.stack(out)
+        return _in_image_order(images, make)
 
 
 def shortest_edge_size(hw: tuple[int, int], shortest: int, longest: int | None) -> tuple[int, int]:
