@@ -169,6 +169,16 @@ def count_drift(upper, pos_counts) -> np.ndarray:
     return _ratio(np.abs(upper - pos[:, None]), np.broadcast_to(pos[:, None], upper.shape))
 
 
+def pool_edges(length: int, n: int) -> np.ndarray:
+    """Edges of ``n`` cells along ``length`` pixels: ``floor(k * length / n)`` for ``k = 0..n``.
+
+    Example:
+        >>> pool_edges(10, 4).tolist()
+        [0, 2, 5, 7, 10]
+    """
+    return np.floor(np.arange(n + 1) * length / n).astype(int)
+
+
 def pool_grid(density: np.ndarray, n: int) -> np.ndarray:
     """Sum a ``(H, W)`` map over an ``n x n`` grid of cells (cell edges at ``floor(k * H / n)``).
 
@@ -177,8 +187,7 @@ def pool_grid(density: np.ndarray, n: int) -> np.ndarray:
         [[6.0, 6.0], [6.0, 6.0]]
     """
     h, w = density.shape
-    ys = np.floor(np.arange(n + 1) * h / n).astype(int)
-    xs = np.floor(np.arange(n + 1) * w / n).astype(int)
+    ys, xs = pool_edges(h, n), pool_edges(w, n)
     rows = np.add.reduceat(np.asarray(density, np.float64), ys[:-1], axis=0) if h else np.zeros((n, w))
     cells = np.add.reduceat(rows, xs[:-1], axis=1) if w else np.zeros((n, n))
     empty_y, empty_x = ys[1:] == ys[:-1], xs[1:] == xs[:-1]

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from countboard.counting.datasets.mosaic import split_counts
-from countboard.metrics.counting import pool_grid
+from countboard.metrics.counting import pool_edges, pool_grid
 from countboard.metrics.grounding import EPS, distance_map
 from countboard.metrics.praco_official import OFFICIAL_GRIDS, official_cell_edges, official_cell_sums
 
@@ -130,14 +130,10 @@ def tensor_sums(density, seam: int, orientation: str, grid: int) -> list:
     cols = torch.arange(w, device=d.device, dtype=torch.float64)[None, :]
     dist = torch.maximum(torch.maximum(y0 - rows, rows - y1), torch.maximum(x0 - cols, cols - x1)).clamp(min=0)
     scalars = torch.stack([a.sum(), a[y0:y1, x0:x1].sum(), (a * dist).sum()])
-    cells = _cell_sums(d, _pool_edges(h, grid), _pool_edges(w, grid))
+    cells = _cell_sums(d, tuple(pool_edges(h, grid).tolist()), tuple(pool_edges(w, grid).tolist()))
     official = [_cell_sums(a, tuple(official_cell_edges(h, n).tolist()), tuple(official_cell_edges(w, n).tolist()))
                 for n in OFFICIAL_GRIDS]
     return [halves, cells, *official, scalars, torch.isfinite(a).all()]
-
-
-def _pool_edges(length: int, n: int) -> tuple[int, ...]:
-    return tuple(np.floor(np.arange(n + 1) * length / n).astype(int).tolist())
 
 
 @lru_cache(maxsize=256)
