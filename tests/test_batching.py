@@ -105,3 +105,30 @@ def test_auto_on_the_cpu_is_half_the_available_memory_capped():
     assert 1 <= Batching("auto", "cpu").size <= CPU_CAP
     with pytest.raises(ValueError, match="positive number or auto"):
         Batching(0, "cpu")
+
+
+def test_isolated_runs_a_failed_batch_item_by_item(tmp_path):
+    """``RunContext.isolated``: the failure stays with its item, a single-item batch is not called twice, and an
+    exception of a ``reraise`` type stops the loop."""
+    from countboard.results import RunContext
+
+    calls = []
+
+    def fn(batch):
+        calls.append(list(batch))
+        if 4 in batch:
+            raise ValueError("bad item 4")
+        return [x * 10 for x in batch]
+
+    ctx = RunContext(device="cpu", seed=0, batch_size=3, work_dir=tmp_path, progress=False)
+    got = [(list(b), out) for b, out in ctx.isolated(range(8), fn)]
+    assert [b for b, _ in got] == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert got[1][1][0] == 30 and isinstance(got[1][1][1], ValueError) and got[1][1][2] == 50
+    assert calls == [[0, 1, 2], [3, 4, 5], [3], [4], [5], [6, 7]]
+    calls.clear()
+    ctx = RunContext(device="cpu", seed=0, batch_size=1, work_dir=tmp_path, progress=False)
+    assert isinstance(dict((b[0], o[0]) for b, o in ctx.isolated(range(6), fn))[4], ValueError)
+    assert calls.count([4]) == 1
+    with pytest.raises(ValueError, match="bad item 4"):
+        list(RunContext(device="cpu", seed=0, batch_size=3, work_dir=tmp_path, progress=False)
+             .isolated(range(8), fn, reraise=(ValueError,)))

@@ -67,6 +67,17 @@ class RunContext:
             self.batch_size = self.batching.size
             yield batch, out
 
+    def isolated(self, items: Sequence[Any], fn: Any, reraise: tuple[type[BaseException], ...] = ()) -> Any:
+        """:meth:`batches`, except that a batch whose call fails is run again item by item: ``(batch, outputs)``
+        where each output is the item's result or the exception its own call raised, so that a failure stays with
+        its item. An exception of a ``reraise`` type is raised instead (a problem every item would share)."""
+        for batch, out in self.batches(items, fn):
+            if isinstance(out, reraise):
+                raise out
+            if isinstance(out, Exception):
+                out = [_alone(fn, item, reraise) for item in batch] if len(batch) > 1 else [out]
+            yield batch, out
+
 
 @dataclass
 class TaskResult:
@@ -114,3 +125,13 @@ class Task(ABC):
     @abstractmethod
     def summarize(self, records: pd.DataFrame, model: Any, dataset: Any, ctx: RunContext) -> TaskResult:
         """Metrics and artifacts from the successful records."""
+
+
+def _alone(fn: Any, item: Any, reraise: tuple[type[BaseException], ...]) -> Any:
+    """``fn([item])[0]``, or the exception it raised (one of ``reraise`` propagates)."""
+    try:
+        return list(fn([item]))[0]
+    except reraise:
+        raise
+    except Exception as exc:
+        return exc

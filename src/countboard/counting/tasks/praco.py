@@ -359,12 +359,13 @@ class PracoMosaic(Task):
                                 else f"{type(exc).__name__}: {exc}"}
         self._count_singles(model, [cache[m.positive_id] for _, m, _ in built], ctx)
         picks = self._figure_picks(model, dataset, ctx)
-        for chunk, outs in ctx.batches(built, lambda chunk: self._evaluate(model, chunk, picks)):
-            if isinstance(outs, Exception):  # found again mosaic by mosaic, so that one bad mosaic fails alone
-                outs = [None] * len(chunk)
+        # a failed chunk is found again mosaic by mosaic, so that one bad mosaic fails alone
+        for chunk, outs in ctx.isolated(built, lambda chunk: self._evaluate(model, chunk, picks)):
             for (uid, mosaic, other), out in zip(chunk, outs, strict=True):
                 try:
-                    dmap, sums = out if out is not None else self._evaluate(model, [(uid, mosaic, other)], picks)[0]
+                    if isinstance(out, Exception):
+                        raise out
+                    dmap, sums = out
                     records[uid] = self._record(uid, mosaic, other, sums, dataset, dmap)
                 except Exception as exc:
                     records[uid] = error_record(uid, "counting the mosaic failed", exc)
@@ -427,16 +428,12 @@ class PracoMosaic(Task):
         def count(chunk: list[ImageItem]) -> list[float]:
             return [float(c) for c in model.count(chunk, [it.class_name for it in chunk])]
 
-        for chunk, counts in ctx.batches(todo, count):
-            if isinstance(counts, Exception):
-                counts = []
-                for it in chunk:
-                    try:
-                        counts.append(count([it])[0])
-                    except Exception as exc:
-                        self._single_failed[it.image_id] = f"{type(exc).__name__}: {exc}"
-                        counts.append(None)
-            self._single.update({it.image_id: c for it, c in zip(chunk, counts, strict=True) if c is not None})
+        for chunk, counts in ctx.isolated(todo, count):
+            for it, c in zip(chunk, counts, strict=True):
+                if isinstance(c, Exception):
+                    self._single_failed[it.image_id] = f"{type(c).__name__}: {c}"
+                else:
+                    self._single[it.image_id] = c
 
     def _single_count(self, image_id: str) -> float:
         if image_id not in self._single:

@@ -165,25 +165,13 @@ class GroundingTask(Task):
                 raise
             except Exception as exc:  # unreadable image: its unit fails, the others go on
                 records[uid] = {"unit_id": uid, "error": _describe(exc)}
-        for chunk, maps in ctx.batches(loaded, lambda chunk: model_heatmaps(model, [s for _, s in chunk])):
-            if isinstance(maps, CountboardError):
-                raise maps  # a configuration problem fails every unit alike: stop the job with its message
-            if isinstance(maps, Exception) and len(chunk) > 1:  # isolate the failing units
-                maps = [self._one(model, s) for _, s in chunk]
-            elif isinstance(maps, Exception):
-                maps = [maps]
+        # a configuration problem fails every unit alike: it stops the job with its message (``reraise``)
+        for chunk, maps in ctx.isolated(loaded, lambda chunk: model_heatmaps(model, [s for _, s in chunk]),
+                                        reraise=(CountboardError,)):
             for (sample, _), m in zip(chunk, maps, strict=True):
                 # the dataset's own sample: its declared image size is what a map is checked against
                 records[sample.sample_id] = self._unit_record(sample, m)
         return [records[u] for u in unit_ids]
-
-    def _one(self, model: Any, sample: GroundingSample) -> np.ndarray | Exception:
-        try:
-            return model_heatmaps(model, [sample])[0]
-        except CountboardError:
-            raise
-        except Exception as exc:  # any model failure fails only its unit; the sweep goes on
-            return exc
 
     def _unit_record(self, sample: GroundingSample, heatmap: np.ndarray | Exception) -> dict:
         if isinstance(heatmap, Exception):
