@@ -215,3 +215,23 @@ def test_the_accelerator_path_gives_the_same_records(name, counters, shapes, tmp
                 assert value == h[key], key
             else:
                 np.testing.assert_allclose(value, h[key], rtol=1e-5, atol=1e-9, err_msg=key)
+
+
+def test_device_density_uses_device_maps_off_the_cpu_only():
+    """``Counter.device_density``: a counter with ``device_maps`` makes its maps there on an accelerator (its
+    encoded features, nothing on the host); on the CPU, and without ``device_maps``, ``density``'s own maps."""
+    from countboard.items import ImageItem
+
+    class Made(OracleCounter):
+        def device_maps(self, features, prompts):  # the oracle's features are its items
+            return [torch.full(f.size, float(len(p))) for f, p in zip(features, prompts, strict=True)]
+
+    item = ImageItem("a", np.zeros((2, 2, 3), np.uint8), {"x": np.array([[0.5, 0.5]])}, class_name="x")
+    off_cpu = Made()
+    off_cpu.device = "cuda"  # dispatch only: nothing here touches a GPU
+    assert off_cpu.device_density([item], ["abc"])[0].tolist() == [[3.0, 3.0], [3.0, 3.0]]
+    on_cpu = Made()
+    assert float(on_cpu.device_density([item], ["x"])[0].sum()) == 1.0  # density's own map: the oracle's point
+    plain = OracleCounter()
+    plain.device = "cuda"
+    assert float(plain.device_density([item], ["x"])[0].sum()) == 1.0

@@ -79,11 +79,16 @@ class Counter(ABC):
     def device_density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[Any]:
         """``density``'s maps as ``torch`` tensors, left where the counter makes them (its device).
 
-        The default makes them on the host (``density``); a counter whose maps can be made on its device overrides
-        it (equal to ``density``'s maps up to float rounding).
+        A counter that can make ``decode``'s maps on its device defines ``device_maps(features, prompts)`` (equal to
+        ``density``'s maps up to float rounding); it is used off the CPU. On the CPU, where the host is the device,
+        and for the other counters, the maps are ``density``'s own.
         """
         import torch
 
+        device_maps = getattr(self, "device_maps", None)
+        if device_maps is not None and torch.device(self.device).type != "cpu":
+            check_one_prompt_each(items, prompts)
+            return device_maps(self.encode_images(items), prompts)
         return [torch.from_numpy(np.asarray(m)) for m in self.density(items, prompts)]
 
     def reduce_maps(self, items: Sequence[ImageItem], prompts: Sequence[str],

@@ -286,15 +286,6 @@ class ClipSegCounter(Counter):
         return self.device_probabilities(features, prompts).cpu().numpy()
 
     @torch.inference_mode()
-    def device_density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[torch.Tensor]:
-        """On an accelerator, ``decode``'s maps made on the device (:func:`region_density`); on the CPU, where the
-        host is the device and scipy labels the regions fastest, ``density``'s own maps."""
-        if torch.device(self.device).type == "cpu":
-            return super().device_density(items, prompts)
-        check_one_prompt_each(items, prompts)
-        return self.device_maps(self.encode_images(items), prompts)
-
-    @torch.inference_mode()
     def device_maps(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> list[torch.Tensor]:
         """``decode``'s maps made on the device (:func:`region_density`), left there."""
         groups = group_by_image(features)

@@ -274,15 +274,6 @@ class ShapeCountCounter(Counter):
         return [grid_to_density(g, size, self.stride) for g, (_, size) in zip(host, features, strict=True)]
 
     @torch.inference_mode()
-    def device_density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[torch.Tensor]:
-        """On an accelerator, ``decode``'s maps made on the device (:func:`grid_density`); on the CPU, where the
-        host is the device, ``density``'s own maps."""
-        if torch.device(self.device).type == "cpu":
-            return super().device_density(items, prompts)
-        check_one_prompt_each(items, prompts)
-        return self.device_maps(self.encode_images(items), prompts)
-
-    @torch.inference_mode()
     def device_maps(self, features: Sequence, prompts: Sequence[str]) -> list[torch.Tensor]:
         """``decode``'s maps made on the device (:func:`grid_density`), left there."""
         return [grid_density(g, size, self.stride)
