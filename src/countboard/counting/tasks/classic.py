@@ -42,11 +42,13 @@ class ClassicCounting(Task):
     def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         records: dict[str, dict] = {}
         loaded = load_images(dataset, unit_ids, ctx, records)
-        for chunk, counts in ctx.batches(loaded, lambda chunk: model.count(chunk, [it.class_name for it in chunk])):
-            if isinstance(counts, Exception):
-                records.update({it.image_id: error_record(it.image_id, "counting failed", counts) for it in chunk})
-                continue
+        # a failed batch is counted again image by image, so that an image fails alone (a class a closed-vocabulary
+        # detector does not know fails its own images, not their batch mates)
+        for chunk, counts in ctx.isolated(loaded, lambda chunk: model.count(chunk, [it.class_name for it in chunk])):
             for item, count in zip(chunk, counts, strict=True):
+                if isinstance(count, Exception):
+                    records[item.image_id] = error_record(item.image_id, "counting failed", count)
+                    continue
                 records[item.image_id] = {"unit_id": item.image_id, "image_id": item.image_id,
                                           "class_name": item.class_name, "gt": int(dataset.count_of(item.image_id)),
                                           "count": float(count)}
