@@ -22,9 +22,9 @@ from countboard.counting.tasks.praco_multiclass import PracoMulticlass
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.results import RunContext
 from tests.counting.test_released import _read
-from tests.fixtures.praco_checkout import expected_count, write_fake_checkout
+from tests.fixtures.praco_checkout import EXTRA_NAMES, expected_count, write_fake_checkout
 
-NAMES = list(PUBLISHED)
+NAMES = [n for n in PUBLISHED if n not in EXTRA_NAMES]     # the ten of IMPLEMENTED_MODELS
 
 
 SHAPES = {"images_per_class": {"train": 0, "val": 0, "test": 1}, "multi_class_images": 0, "image_size": (40, 48),
@@ -47,7 +47,8 @@ def shapes(tmp_path_factory):
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory, dataset, shapes):
     assert shapes.classes == dataset.classes     # ZSC's prompts index one class list
-    return write_fake_checkout(tmp_path_factory.mktemp("zoo") / "PrACo", dataset.classes)
+    return write_fake_checkout(tmp_path_factory.mktemp("zoo") / "PrACo", dataset.classes,
+                               images={i: shapes.class_of(i) for i in shapes.image_ids})
 
 
 @pytest.fixture
@@ -130,7 +131,7 @@ def test_missing_checkout_weights_and_packages_are_one_line(tmp_path, checkout):
     with pytest.raises(DataNotFoundError, match="git clone https://github.com/ciampluca/PrACo"):
         PracoZooCounter.preflight({"counter": "CountGD", "repo": str(tmp_path / "nowhere")})
     with pytest.raises(ConfigError, match="not a published PrACo counter; use one of CounTX, CLIP-Count"):
-        PracoZooCounter.preflight({"counter": "CountGD++", "repo": str(checkout)})
+        PracoZooCounter.preflight({"counter": "CountGD3", "repo": str(checkout)})
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(DataNotFoundError, match="models/loader.py"):
@@ -236,3 +237,137 @@ def test_mosaic_halves_of_sparse_and_signed_maps():
         assert out[:h // 2].sum() == pytest.approx(density[:nh // 2].sum(), abs=1e-4)
         assert out[h // 2:].sum() == pytest.approx(density[nh // 2:].sum(), abs=1e-4)
         assert np.abs(out).max() <= 2 * np.abs(density).max() + 1.0
+
+
+def _benchmark_py_test1_calls(shapes) -> list[tuple]:
+    """The calls benchmark.py's run_negative_label_test makes of CountGD++, written out as it does them: global
+    ``random`` seeded with 123, one ``random.choice`` per (image, class) among that class's images."""
+    import random
+
+    from tests.fixtures.praco_checkout import EXEMPLAR_BOX
+
+    img_classes = {i: shapes.class_of(i) for i in shapes.image_ids}
+    size = {i: (k + 1, 2) for k, i in enumerate(img_classes)}
+    state = random.getstate()
+    random.seed(123)
+    calls = []
+    try:
+        for image in shapes.image_ids:
+            own = img_classes[image]
+            for cls in shapes.classes:
+                img2 = random.choice([k for k, v in img_classes.items() if v == cls])
+                if cls == own:
+                    calls.append((own[:-1], None, size[image], None, [EXEMPLAR_BOX[0]], None))
+                else:
+                    calls.append((cls[:-1], own[:-1], size[img2], size[image], [EXEMPLAR_BOX[0]], [EXEMPLAR_BOX[0]]))
+    finally:
+        random.setstate(state)
+    return calls
+
+
+def test_countgdplusplus_is_called_as_benchmark_py_calls_it(checkout, shapes, ctx):
+    model = PracoZooCounter(counter="CountGDPlusPlus", repo=str(checkout), told_negative_class=True)
+    assert model.name == "CountGDPlusPlus" and model.load_filtered_checkpoints is False
+    calls = model.model.calls
+    calls.clear()
+    records = _records(PracoNegative(), model, shapes, ctx)
+    assert calls == _benchmark_py_test1_calls(shapes)
+    assert any(c[1] is not None for c in calls) and any(c[1] is None for c in calls)
+    for record in records:
+        item = shapes.load(record["image_id"])
+        want = [expected_count(item.image, c, "CountGDPlusPlus", positives=[item.class_name]) for c in shapes.classes]
+        np.testing.assert_allclose(record["counts"], want, rtol=1e-6)
+    # the mosaic: told the other tile's class, with the two tiles' exemplars
+    sizes = {(k + 1, 2): i for k, i in enumerate(shapes.image_ids)}
+    calls.clear()
+    mosaic = _records(PracoMosaic(tile_size=(20, 24), n_figures=0), model, shapes, ctx)
+    told = [c for c in calls if c[1] is not None]
+    assert len(told) == len(mosaic)
+    for record, call in zip(mosaic, told, strict=True):
+        assert call[:2] == (record["class_name"][:-1], record["other_class"][:-1])
+        assert sizes[call[2]] == record["image_id"] and shapes.class_of(sizes[call[3]]) == record["other_class"]
+    # its single counts (and classic): the image's class alone, no negative
+    assert {c[1] for c in calls if c not in told} == {None}
+    # the authors' hard-coded prompt fix reaches the wrapper
+    assert model.model.get_text_prompt("legos", "7611.jpg") == "yellow lego stud"
+
+
+def test_countgdplusplus_preflight_and_protocol(tmp_path, checkout):
+    from countboard.protocol import derive
+
+    node = {"counter": "CountGDPlusPlus", "repo": str(checkout), "told_negative_class": True}
+    PracoZooCounter.preflight(node)
+    with pytest.raises(ConfigError, match="told_negative_class must be true for CountGDPlusPlus"):
+        PracoZooCounter.preflight({**node, "told_negative_class": False})
+    with pytest.raises(ConfigError, match="told_negative_class must be false for CountGD:"):
+        PracoZooCounter.preflight({"counter": "CountGD", "repo": str(checkout), "told_negative_class": True})
+    with pytest.raises(ConfigError, match="no multi-class convention.*multiclass_benchmark.py"):
+        PracoZooCounter.preflight({**node, "task": "praco_multiclass"})
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)
+    (copy / "models" / "CountGDPlusPlus" / "checkpoints" / "countgd_plusplus.pth").unlink()
+    with pytest.raises(DataNotFoundError, match=r"countgd_plusplus\.pth.*CountGDPlusPlus weights are missing"):
+        PracoZooCounter.preflight({**node, "repo": str(copy)})
+    (copy / "models" / "CountGDPlusPlus" / "checkpoints" / "countgd_plusplus.pth").write_bytes(b"")
+    (copy / "models" / "CountGDPlusPlus" / "synthetic_exemplars" / "generated_exemplars.json").unlink()
+    with pytest.raises(DataNotFoundError, match=r"generated_exemplars\.json.*synthetic exemplars are missing"):
+        PracoZooCounter.preflight({**node, "repo": str(copy)})
+    # told the negative class: its own protocol, and the label says so
+    base = {"model._target_": "countboard.counting.models.praco_zoo.PracoZooCounter", "model.repo": "PrACo",
+            "model.task": "praco_negative", "task._target_": "countboard.counting.tasks.praco.PracoNegative"}
+    plain = derive({**base, "model.name": "CountGD", "model.counter": "CountGD"})
+    told = derive({**base, "model.name": "CountGDPlusPlus", "model.counter": "CountGDPlusPlus",
+                   "model.told_negative_class": "True"})
+    assert plain.key != told.key and "model.told_negative_class=True" in told.label
+    assert "task" not in plain.label
+
+
+def test_filtered_checkpoints_as_the_authors_entry_points(tmp_path, checkout, shapes, ctx):
+    multi = PracoZooCounter(counter="CountGD", repo=str(checkout), task="praco_multiclass")
+    single = PracoZooCounter(counter="CountGD", repo=str(checkout), task="praco_negative")
+    assert multi.load_filtered_checkpoints is True and single.load_filtered_checkpoints is False
+    assert multi.run_tags()["praco.filtered_checkpoints"] == "true"
+    told = PracoZooCounter(counter="CountGD", repo=str(checkout), task="praco_multiclass",
+                           load_filtered_checkpoints=False)
+    assert told.run_tags()["praco.filtered_checkpoints"] == "false"
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)
+    (copy / "models" / "CountGD" / "checkpoints" / "checkpoint_best_regular_fsc147_filtered.pth").unlink()
+    PracoZooCounter.preflight({"counter": "CountGD", "repo": str(copy), "task": "praco_negative"})
+    with pytest.raises(DataNotFoundError, match="checkpoint_best_regular_fsc147_filtered"):
+        PracoZooCounter.preflight({"counter": "CountGD", "repo": str(copy), "task": "praco_multiclass"})
+    # GroundingRECFSC: the FSC-only checkpoint, never filtered (the authors' loader refuses it)
+    with pytest.raises(ConfigError, match="GroundingRECFSC has no filtered checkpoint.*load_filtered_checkpoints=false"):
+        PracoZooCounter.preflight({"counter": "GroundingRECFSC", "repo": str(checkout), "task": "praco_multiclass"})
+    fsc = PracoZooCounter(counter="GroundingRECFSC", repo=str(checkout), task="praco_negative")
+    assert fsc.name == "GroundingRECFSC" and fsc.run_tags()["praco.counter"] == "GroundingRECFSC"
+    for record in _records(PracoNegative(), fsc, shapes, ctx):
+        item = shapes.load(record["image_id"])
+        want = [expected_count(item.image, c, "GroundingREC") for c in shapes.classes]
+        np.testing.assert_allclose(record["counts"], want, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_sweep_runs_countgdplusplus_and_groundingrecfsc(tmp_path, checkout, shapes):
+    from tests.conftest import run_sweep, store_runs
+
+    small = ["dataset=synthetic_shapes", f"dataset.root={shapes.root}", "dataset.images_per_class={train:0,val:0,test:1}",
+             "dataset.multi_class_images=0", "dataset.image_size=[40,48]", "dataset.size_range=[4,6]",
+             "dataset.count_range=[1,4]", "dataset.n_classes=3"]
+    for model in ("praco_countgdplusplus", "praco_groundingrecfsc"):   # a multirun applies model.repo to its default
+        run_sweep(["-m", f"model={model}", f"model.repo={checkout}", "task=praco_negative,praco_mosaic,classic",
+                   *small], tmp_path)
+    runs = store_runs(tmp_path / "mlruns")
+    cells = runs[runs["tags.countboard.role"] == "cell"]
+    assert len(cells) == 6 and set(cells["status"]) == {"FINISHED"}
+    assert set(cells["tags.model"]) == {"CountGDPlusPlus", "GroundingRECFSC"}
+    assert set(cells["tags.praco.filtered_checkpoints"]) == {"false"}
+    told = cells[cells["tags.model"] == "CountGDPlusPlus"]
+    assert all("told_negative_class=True" in label for label in told["tags.protocol_label"])
+    # the multi-class test: CountGD++ refused before any run, GroundingRECFSC unless told to load unfiltered weights
+    for model in ("praco_countgdplusplus", "praco_groundingrecfsc"):
+        proc = run_sweep([f"model={model}", f"model.repo={checkout}", "task=praco_multiclass",
+                          "dataset=synthetic_multiclass", "dataset.n_images=3", "dataset.n_classes=3"], tmp_path,
+                         store=tmp_path / "other", check=False)
+        assert proc.returncode != 0 and ("no multi-class convention" in proc.stderr
+                                         or "no filtered checkpoint" in proc.stderr), proc.stderr[-2000:]

@@ -68,6 +68,22 @@ def resize_item(item: ImageItem, size: tuple[int, int], resample: int | None = I
     return ImageItem(item.image_id, image, points, boxes, item.class_name)
 
 
+#: Between the positive and the negative image's ids in a mosaic's ``image_id`` (``mosaic_parts`` reads it).
+MOSAIC_ID_SEP = "+"
+
+
+def mosaic_parts(image_id: str) -> tuple[str, str] | None:
+    """``(positive id, negative id)`` of a mosaic's ``image_id`` made by :func:`build_mosaic`; None for an image id
+    that is not a mosaic's. Ids that themselves hold the separator are not told apart (FSC-147 and PrACo++ ids do not).
+
+    Example:
+        >>> mosaic_parts("12.jpg+345.jpg"), mosaic_parts("12.jpg")
+        (('12.jpg', '345.jpg'), None)
+    """
+    positive, sep, negative = str(image_id).partition(MOSAIC_ID_SEP)
+    return (positive, negative) if sep and positive and negative else None
+
+
 @dataclass
 class Mosaic:
     """A mosaic image and where its halves meet.
@@ -131,7 +147,8 @@ def build_mosaic(positive: ImageItem, negative: ImageItem, orientation: str = "v
     for c, b in bottom.boxes.items():
         shifted = np.asarray(b, np.float64).reshape(-1, 4) + box_offset
         boxes[c] = np.concatenate([boxes[c], shifted]) if c in boxes else shifted
-    item = ImageItem(f"{positive.image_id}+{negative.image_id}", image, points, boxes, positive.class_name)
+    item = ImageItem(f"{positive.image_id}{MOSAIC_ID_SEP}{negative.image_id}", image, points, boxes,
+                     positive.class_name)
     return Mosaic(item, seam, orientation, positive.image_id, negative.image_id)
 
 

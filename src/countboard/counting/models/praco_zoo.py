@@ -39,6 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from countboard.counting.datasets.mosaic import mosaic_parts
+from countboard.counting.models.praco_countgdpp import EXEMPLARS, EXEMPLARS_HELP, CountGDPlusPlusCalls
+from countboard.counting.models.praco_countgdpp import NAME as COUNTGDPP
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.items import ImageItem
 from countboard.models.base import CountedMap, Counter, check_one_prompt_each, map_count
@@ -59,9 +62,13 @@ class Published:
     module: str
     weights: tuple[str, ...]
     filtered_weights: tuple[str, ...]
+    #: Other files the wrapper reads (CountGD++'s synthetic exemplars).
+    extra: tuple[str, ...] = ()
 
 
-#: The ten counters of ``IMPLEMENTED_MODELS``, with the files ``load_model`` (or the wrapper's defaults) opens.
+#: The ten counters of ``IMPLEMENTED_MODELS`` and the two more ``load_model`` builds (``GroundingRECFSC``, and
+#: ``CountGDPlusPlus`` with its own interface: ``praco_countgdpp``), with the files ``load_model`` (or the
+#: wrapper's defaults) opens. GroundingRECFSC has no filtered checkpoint (``load_model`` refuses it).
 PUBLISHED: dict[str, Published] = {
     "CounTX": Published("countx_model", ("pretrained_models/paper-model.pth",),
                         ("CounTX/checkpoints/countx_fsc147_filtered_checkpoint-1000.pth",)),
@@ -94,7 +101,14 @@ PUBLISHED: dict[str, Published] = {
                          ("CountGD/checkpoints/checkpoint_best_regular_fsc147_filtered.pth",)),
     "FixedPointPromptCounting": Published("fixedpointpromptcounting_model", ("FixedPointPromptCounting/fxp.pth",),
                                           ("FixedPointPromptCounting/fxp_filtered.pth",)),
+    "GroundingRECFSC": Published("GroundingREC_model",
+                                 ("pretrained_models/GroundingREC_model_original_training_only_FSC.pth",), ()),
+    COUNTGDPP: Published("countgdplusplus_model", ("CountGDPlusPlus/checkpoints/countgd_plusplus.pth",),
+                         ("CountGDPlusPlus/checkpoints/checkpoint_best_regular_fsc147_filtered.pth",),
+                         extra=(EXEMPLARS,)),
 }
+#: ``multiclass_main.py`` loads the filtered checkpoints unless told otherwise, ``main.py`` the unfiltered ones.
+FILTERED_BY_DEFAULT_TASKS = frozenset({"praco_multiclass"})
 #: The counter whose wrapper takes the image's own classes (``text_positive``) in the negative tests.
 POSITIVE_PROMPTED = "DAVE"
 
@@ -127,9 +141,10 @@ def in_checkout(repo: Path) -> Iterator[None]:
     if loaded is not None and repo / "models" not in {Path(p).resolve() for p in getattr(loaded, "__path__", [])}:
         for name in [n for n in sys.modules if n == "models" or n.startswith("models.") or n == "base_model"]:
             del sys.modules[name]
-    for entry in (str(repo / "models"), str(repo)):
-        if entry not in sys.path:
-            sys.path.insert(0, entry)
+    for entry in (str(repo / "models"), str(repo)):   # first on the path, before another checkout's entries
+        if entry in sys.path:
+            sys.path.remove(entry)
+        sys.path.insert(0, entry)
     cwd = os.getcwd()
     os.chdir(repo)
     try:
@@ -201,10 +216,15 @@ class PracoZooCounter(Counter):
     """One published counter through the authors' ``load_model`` and ``BaseModel.infer``.
 
     Args:
-        counter: A name of ``IMPLEMENTED_MODELS`` (``CounTX``, ``CLIP-Count``, ``TFPOC``, ``VLCounter``, ``DAVE``,
-            ``ZSC``, ``PseCo``, ``GroundingREC``, ``CountGD``, ``FixedPointPromptCounting``).
+        counter: A name ``load_model`` builds (``CounTX``, ``CLIP-Count``, ``TFPOC``, ``VLCounter``, ``DAVE``,
+            ``ZSC``, ``PseCo``, ``GroundingREC``, ``CountGD``, ``FixedPointPromptCounting``, ``GroundingRECFSC``,
+            ``CountGDPlusPlus``).
         repo: The checkout of the PrACo repository.
-        load_filtered_checkpoints: The authors' checkpoints retrained without the test classes' images.
+        load_filtered_checkpoints: The authors' checkpoints retrained without the test classes' images; None (the
+            default): as the authors' entry point of the task (``FILTERED_BY_DEFAULT_TASKS``).
+        task: The task's name (``${task.name}`` in the config), which picks that default.
+        told_negative_class: True for CountGD++ (and only for it): ``benchmark.py`` passes it the class not to
+            count, which makes its runs a protocol of their own (``countboard.protocol``).
         split: ``load_model``'s ``split`` (ZSC reads its class list with it).
         prompt_convention: What ``get_text_prompt`` makes of a class name (documentation, from the config).
         needs_exemplars: Whether the counter takes exemplar boxes (documentation; none of the ten does in the
@@ -215,24 +235,33 @@ class PracoZooCounter(Counter):
     """
 
     caches_image_features = False
+    operational_params = {"task": "the task is a column of its own; it only picks the default of "
+                                  "load_filtered_checkpoints, which counts when set"}
 
-    def __init__(self, counter: str, repo: str, load_filtered_checkpoints: bool = False, split: str = "test",
+    def __init__(self, counter: str, repo: str, load_filtered_checkpoints: bool | None = None, split: str = "test",
                  prompt_convention: str = "", needs_exemplars: bool = False, dave_per_cluster_thresh: bool = True,
-                 dave_take_min_score: bool = False, device: str = "cpu"):
+                 dave_take_min_score: bool = False, task: str = "", told_negative_class: bool = False,
+                 device: str = "cpu"):
         super().__init__(device)
-        self.preflight({"counter": counter, "repo": repo, "load_filtered_checkpoints": load_filtered_checkpoints})
+        node = {"counter": counter, "repo": repo, "load_filtered_checkpoints": load_filtered_checkpoints,
+                "task": task, "told_negative_class": told_negative_class}
+        self.preflight(node)
         self.counter, self.repo = counter, Path(repo).resolve()
         self.prompt_convention, self.needs_exemplars = prompt_convention, bool(needs_exemplars)
         self.dave_options = {"per_cluster_thresh": bool(dave_per_cluster_thresh),
                              "take_min_score": bool(dave_take_min_score)}
-        self.load_filtered_checkpoints = bool(load_filtered_checkpoints)
+        self.load_filtered_checkpoints = filtered_checkpoints(node)
         with in_checkout(self.repo):
             loader = importlib.import_module("models.loader")
             self.model = loader.load_model(counter, "", {split: []}, {split: []},
                                            load_filtered_checkpoints=self.load_filtered_checkpoints,
                                            device=device, split=split)
+        if counter == "GroundingRECFSC":   # main.py names the run after the checkpoint, not the wrapper
+            self.model.model_name = counter
         self.name = str(getattr(self.model, "model_name", counter))
         self.revision = checkout_revision(self.repo)
+        self.countgdpp = (CountGDPlusPlusCalls(self.model, self.repo, split, self._in_checkout(self.model.infer))
+                          if counter == COUNTGDPP else None)
 
     @classmethod
     def preflight(cls, node: Mapping[str, Any]) -> None:
@@ -241,20 +270,44 @@ class PracoZooCounter(Counter):
         if name not in PUBLISHED:
             raise ConfigError(f"model.name={name!r} is not a published PrACo counter; use one of "
                               f"{', '.join(PUBLISHED)}")
+        _check_conventions(name, node)
         if not repo.is_dir():
             raise DataNotFoundError(repo, "model.repo", f"git clone {PRACO_URL} and set model.repo to the folder "
                                     "(or $PRACO_REPO).")
         _check_checkout(repo)
         published = PUBLISHED[name]
-        for rel in published.filtered_weights if node.get("load_filtered_checkpoints") else published.weights:
+        for rel in published.filtered_weights if filtered_checkpoints(node) else published.weights:
             path = repo / "models" / rel
             if not path.is_file():
                 raise DataNotFoundError(path, "model.repo", f"{name} weights are missing: {WEIGHTS_HELP}.")
+        for rel in published.extra:
+            if not (repo / "models" / rel).is_file():
+                raise DataNotFoundError(repo / "models" / rel, "model.repo",
+                                        f"{name}'s synthetic exemplars are missing: {EXEMPLARS_HELP}.")
         _import_counter_module(repo, name)
 
     def run_tags(self) -> dict[str, str]:
         return {tg.PRACO_REPO_REVISION: self.revision, tg.PRACO_COUNTER: self.counter,
                 tg.PRACO_FILTERED_CHECKPOINTS: str(self.load_filtered_checkpoints).lower()}
+
+    def _in_checkout(self, fn):
+        def call(*args, **kwargs):
+            with in_checkout(self.repo):
+                return fn(*args, **kwargs)
+        return call
+
+    def _infer_countgdpp(self, image: Any, item: ImageItem, prompt: str, negative: bool) -> tuple[float, np.ndarray]:
+        """CountGD++'s call of ``benchmark.py`` (``praco_countgdpp``): Test 1's (also the single counts), or the
+        mosaic's, whose lower tile is the image named second in the mosaic's id."""
+        if negative:
+            count, density = self.countgdpp.test1(image, item.image_id, prompt)
+        else:
+            parts = mosaic_parts(item.image_id)
+            if parts is None:
+                raise ValueError(f"image {item.image_id!r} is not a mosaic: CountGD++'s mosaic call needs the "
+                                 "ids of both tiles")
+            count, density = self.countgdpp.mosaic(image, *parts)
+        return float(count), _to_map(density)
 
     def _infer(self, image: Any, class_name: str, positives: Sequence[str] | None) -> tuple[float, np.ndarray]:
         """One ``infer`` call as the benchmark makes it; ``positives``: the image's classes (negative tests)."""
@@ -298,13 +351,45 @@ class PracoZooCounter(Counter):
         for item, prompt in pairs:
             if id(item) not in images:
                 images[id(item)] = Image.fromarray(np.asarray(item.image, np.uint8)).convert("RGB")
-            positives = _positives(item) if negative else None
-            count, density = self._infer(images[id(item)], prompt, positives)
+            if self.countgdpp is not None:
+                count, density = self._infer_countgdpp(images[id(item)], item, prompt, negative)
+            else:
+                count, density = self._infer(images[id(item)], prompt, _positives(item) if negative else None)
             if negative:
                 out.append(CountedMap(_to_image(density, item.size), count))
             else:
                 out.append(_to_collage(density, item.size))
         return out
+
+
+def filtered_checkpoints(node: Mapping[str, Any]) -> bool:
+    """Whether the filtered checkpoints are loaded: ``load_filtered_checkpoints`` when set, else as the authors'
+    entry point of the task does (``multiclass_main.py``: filtered; ``main.py``: unfiltered).
+
+    Example:
+        >>> filtered_checkpoints({"task": "praco_multiclass"}), filtered_checkpoints({"task": "praco_negative"})
+        (True, False)
+        >>> filtered_checkpoints({"task": "praco_multiclass", "load_filtered_checkpoints": False})
+        False
+    """
+    chosen = node.get("load_filtered_checkpoints")
+    return str(node.get("task") or "") in FILTERED_BY_DEFAULT_TASKS if chosen is None else bool(chosen)
+
+
+def _check_conventions(name: str, node: Mapping[str, Any]) -> None:
+    """What the authors' code cannot run, refused in one line before any run exists."""
+    if name == "GroundingRECFSC" and filtered_checkpoints(node):
+        raise ConfigError("GroundingRECFSC has no filtered checkpoint (the authors' load_model refuses it; "
+                          "multiclass_main.py loads filtered checkpoints by default): set "
+                          "model.load_filtered_checkpoints=false")
+    if name == COUNTGDPP and str(node.get("task") or "") == "praco_multiclass":
+        raise ConfigError("CountGDPlusPlus has no multi-class convention: the authors' multiclass_benchmark.py calls "
+                          "infer(img, prompt), which its wrapper does not take; run it on praco_negative, "
+                          "praco_mosaic or classic")
+    if bool(node.get("told_negative_class")) != (name == COUNTGDPP):
+        raise ConfigError(f"model.told_negative_class must be {str(name == COUNTGDPP).lower()} for {name}: "
+                          "benchmark.py tells CountGDPlusPlus, and only it, the class not to count "
+                          "(use model=praco_countgdplusplus)")
 
 
 def _positives(item: ImageItem) -> list[str]:
