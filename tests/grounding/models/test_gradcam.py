@@ -244,3 +244,92 @@ def test_docstring_examples(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def _cv2_inter_linear(a: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``cv2.resize(a, (W, H))`` (INTER_LINEAR) written out: source coordinate ``(d + 0.5) * scale - 0.5``, clamped
+    to the first pixel below 0 and to the last above it, two taps per axis."""
+    def taps(n_in: int, n_out: int):
+        src = (np.arange(n_out) + 0.5) * n_in / n_out - 0.5
+        src = np.clip(src, 0, None)
+        i0 = np.minimum(np.floor(src).astype(int), n_in - 1)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        return i0, i1, src - i0
+
+    (y0, y1, fy), (x0, x1, fx) = taps(a.shape[0], size[0]), taps(a.shape[1], size[1])
+    rows = a[y0] * (1 - fy)[:, None] + a[y1] * fy[:, None]
+    return rows[:, x0] * (1 - fx)[None, :] + rows[:, x1] * fx[None, :]
+
+
+@pytest.mark.parametrize(("shape", "size"), [((7, 9), (30, 41)), ((14, 14), (56, 80)), ((12, 12), (5, 7))])
+def test_bilinear_minmax_is_gscorecams_own_upsampling(shape, size):
+    cam = np.random.default_rng(2).random(shape) * 4 - 1          # negative values: the ReLU matters
+    up = upsample_map(cam, size, "bilinear_minmax")
+    relu = np.maximum(cam, 0)
+    first = (relu - relu.min()) / (1e-8 + (relu - relu.min()).max())   # normalize2D
+    resized = np.maximum(_cv2_inter_linear(first, size), 0)
+    want = (resized - resized.min()) / (1e-8 + (resized - resized.min()).max())
+    assert up.shape == size and up.dtype == np.float32
+    np.testing.assert_allclose(up, want, atol=1e-6)
+
+
+def test_bicubic_clip_blur_is_getattmap_with_its_blur():
+    from scipy import ndimage
+
+    cam = np.random.default_rng(3).random((7, 9))
+    size = (30, 41)
+    blurred = ndimage.gaussian_filter(_zoom_reference(cam, size), 0.02 * 41)
+    want = (blurred - blurred.min()) / (blurred - blurred.min()).max()
+    np.testing.assert_allclose(upsample_map(cam, size, "bicubic_clip_blur"), want, atol=1e-6)
+
+
+def test_gscorecam_default_upsampling_has_no_tied_maxima(tiny_clip_dir):
+    from countboard.metrics.grounding import grounding_metrics_batch
+
+    assert ClipGScoreCAM(model_id=str(tiny_clip_dir), topk=2).upsample == "bilinear_minmax"
+    rng = np.random.default_rng(0)
+    grids = rng.random((40, 12, 12)) ** 3
+    y0, x0 = rng.integers(0, 48, 40), rng.integers(0, 48, 40)
+    boxes = np.stack([y0, x0, y0 + rng.integers(8, 48, 40), x0 + rng.integers(8, 48, 40)], axis=1)
+    maps = np.stack([upsample_map(g, (96, 96), "bilinear_minmax") for g in grids])
+    assert int(grounding_metrics_batch(maps, boxes, delta=12)["pg_uncertain"].sum()) == 0
+
+
+@pytest.mark.parametrize(("raw", "clean"), [
+    ("The red circle.", "the red circle"), ("a  blue (small) square!", "a blue small square"),
+    ('"quoted"; text: here~', "quoted text here"), ("one, two - three", "one, two - three"),
+    (" ".join(["w"] * 60), " ".join(["w"] * 50)),
+])
+def test_pre_caption_as_lavis(raw, clean):
+    from countboard.grounding.models.blip_gradcam import pre_caption
+
+    assert pre_caption(raw) == clean
+
+
+def test_blip_text_is_cleaned_and_starts_with_enc(tiny_blip_dir):
+    from countboard.grounding.models.blip_gradcam import enc_token_id
+
+    layer = "text_encoder.encoder.layer.0.crossattention.self"
+    seen = []
+    model = BlipGradCAM(model_id=str(tiny_blip_dir), target_layer=layer)
+    plain = BlipGradCAM(model_id=str(tiny_blip_dir), target_layer=layer, clean_caption=False, enc_token=False)
+    for m in (model, plain):
+        m.model.text_encoder.register_forward_pre_hook(
+            lambda mod, args, kwargs: seen.append(kwargs["input_ids"][:, 0].tolist()), with_kwargs=True)
+    sample = _samples(1)[0]
+    maps = model.heatmaps([GroundingSample("x", "The RED circle.", sample.box, image=sample.image)])
+    cleaned = model.heatmaps([GroundingSample("y", "the red circle", sample.box, image=sample.image)])
+    np.testing.assert_array_equal(maps[0], cleaned[0])            # the same text once cleaned
+    plain.heatmaps([sample])
+    enc = model.model.config.text_config.bos_token_id + 1           # LAVIS: [DEC] = bos, [ENC] after it
+    assert seen == [[enc], [enc], [model.tokenizer.cls_token_id]]
+    assert "pre_caption, [ENC] first" in model.explainer_detail() and "text: as given" in plain.explainer_detail()
+
+    class WithEnc:
+        def get_vocab(self):
+            return {"[ENC]": 7}
+
+    assert enc_token_id(WithEnc(), model.model.config.text_config) == 7
+    config = type("C", (), {"bos_token_id": 10, "vocab_size": 11})()
+    with pytest.raises(ConfigError, match=r"\[ENC\] token \(id 11\) is outside.*model.enc_token=false"):
+        enc_token_id(model.tokenizer, config)

@@ -6,7 +6,8 @@ gradient of the score (k = 300 in the Q-GroundCAM setting, "the average pooling 
 maps"). As in the released gScoreCAM code: masks are bilinear (``align_corners=True``) upsamplings normalised with
 ``(A − min) / (max − min + 1e-6)`` and applied to the *normalised* input tensor; a NaN score counts as 0; the
 softmax that turns scores into weights runs over all channels, with score 0 for the channels not selected; the
-map is ``ReLU(Σ_c w_c A_c)``.
+map is ``ReLU(Σ_c w_c A_c)``, brought to the image as that code does (``upsample="bilinear_minmax"``: min-max,
+bilinear ``cv2.resize``, min-max; no plateaus, so no tied maxima in the pointing game).
 
 Departure: Q-GroundCAM ran it on CLIP ResNet-50×16, which transformers does not provide; here it explains a CLIP
 ViT's token grid (the gScoreCAM code's ViT variant), so ``explainer_detail`` names the backbone and layer.
@@ -74,7 +75,8 @@ class ClipGScoreCAM(ClipGradCAM):
         topk: Channels scored per image (300 in the paper's setting).
         score_batch_size: Masked images per scoring forward pass.
         batch_size: Samples per gradient pass.
-        upsample: Token-grid to image resizing, ``bicubic_clip`` or ``bilinear``.
+        upsample: Token-grid to image resizing: ``bilinear_minmax`` (gScoreCAM's own code: ReLU, min-max,
+            bilinear ``cv2.resize``, min-max; the default), or another of ``gradcam.UPSAMPLE_METHODS``.
         device: ``"cpu"`` or ``"cuda"``.
     """
 
@@ -82,7 +84,7 @@ class ClipGScoreCAM(ClipGradCAM):
 
     def __init__(self, model_id: str = "openai/clip-vit-base-patch16", target_layer: str = DEFAULT_LAYER,
                  topk: int = DEFAULT_TOPK, score_batch_size: int = 32, batch_size: int = 8,
-                 upsample: str = "bicubic_clip", device: str = "cpu"):
+                 upsample: str = "bilinear_minmax", device: str = "cpu"):
         super().__init__(model_id=model_id, target_layer=target_layer, batch_size=batch_size, upsample=upsample,
                          device=device)
         self.topk, self.score_batch_size = int(topk), int(score_batch_size)

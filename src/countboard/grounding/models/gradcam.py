@@ -123,7 +123,7 @@ def token_gradcam(acts: torch.Tensor, grads: torch.Tensor, grid: tuple[int, int]
     return torch.relu(torch.einsum("bhwc,bc->bhw", a, w))
 
 
-UPSAMPLE_METHODS = ("bilinear", "bicubic_clip")
+UPSAMPLE_METHODS = ("bilinear", "bicubic_clip", "bicubic_clip_blur", "bilinear_minmax")
 
 
 def check_upsample(method: str) -> str:
@@ -138,11 +138,17 @@ def upsample_map(cam: np.ndarray, size: tuple[int, int], method: str = "bicubic_
 
     Methods:
         ``bilinear``: bilinear interpolation of the raw map (pixel centres aligned, ``align_corners=False``).
-        ``bicubic_clip``: the LAVIS/ALBEF ``getAttMap`` recipe without its blur, which the Q-GroundCAM maps went
-            through: min-max normalise the grid to ``[0, 1]``, resize with cubic splines (scikit-image's
-            ``resize(order=3, mode="constant")``: ``scipy.ndimage.zoom`` with ``grid-constant`` edges) and clip to
-            ``[0, 1]``. The clip turns the spline's overshoot around strong peaks into plateaus of exactly 1.0: the
-            tied maxima the pointing-game uncertainty counts.
+        ``bicubic_clip``: the LAVIS/ALBEF ``getAttMap`` recipe without its blur: min-max normalise the grid to
+            ``[0, 1]``, resize with cubic splines (scikit-image's ``resize(order=3, mode="constant")``:
+            ``scipy.ndimage.zoom`` with ``grid-constant`` edges) and clip to ``[0, 1]``. The clip turns the
+            spline's overshoot around strong peaks into plateaus of exactly 1.0: the tied maxima the
+            pointing-game uncertainty counts.
+        ``bicubic_clip_blur``: ``getAttMap`` with its default blur: ``bicubic_clip``, then scipy's
+            ``gaussian_filter`` with sigma ``0.02 * max(H, W)`` and min-max normalisation again.
+        ``bilinear_minmax``: gScoreCAM's own code (``pytorch_grad_cam/base_cam.py``, ``compute_cam_per_layer``
+            and ``aggregate_multi_layers``): ReLU, ``normalize2D`` (``(A - min) / (1e-8 + max)``), ``cv2.resize``
+            with its default bilinear interpolation (pixel centres aligned, edges clamped), then ReLU and
+            ``normalize2D`` again.
 
     Example:
         >>> cam = np.zeros((2, 2)); cam[0, 0] = 3.0
@@ -157,6 +163,11 @@ def upsample_map(cam: np.ndarray, size: tuple[int, int], method: str = "bicubic_
         up = nn.functional.interpolate(torch.from_numpy(a)[None, None], size=(h, w), mode="bilinear",
                                        align_corners=False)
         return up[0, 0].numpy().astype(np.float32)
+    if method == "bilinear_minmax":
+        a = _normalize2d(np.maximum(a, 0.0))
+        up = nn.functional.interpolate(torch.from_numpy(a)[None, None], size=(h, w), mode="bilinear",
+                                       align_corners=False)[0, 0].numpy()
+        return _normalize2d(np.maximum(up, 0.0)).astype(np.float32)
     from scipy import ndimage
 
     a = a - a.min()
@@ -166,7 +177,19 @@ def upsample_map(cam: np.ndarray, size: tuple[int, int], method: str = "bicubic_
                        grid_mode=True)
     if out.shape != (h, w):  # zoom rounds the output shape; never off by more than one pixel
         raise ValueError(f"resize of a {a.shape} map gave {out.shape}, not {(h, w)}")
-    return np.clip(out, 0.0, 1.0).astype(np.float32)
+    out = np.clip(out, 0.0, 1.0)
+    if method == "bicubic_clip_blur":
+        out = ndimage.gaussian_filter(out, 0.02 * max(h, w))
+        out = out - out.min()
+        if out.max() > 0:
+            out = out / out.max()
+    return out.astype(np.float32)
+
+
+def _normalize2d(a: np.ndarray) -> np.ndarray:
+    """gScoreCAM's ``normalize2D``: ``(a - min) / (1e-8 + max)`` of the shifted map."""
+    a = a - a.min()
+    return a / (1e-8 + a.max())
 
 
 def to_image_maps(cams: torch.Tensor, sizes: Sequence[tuple[int, int]], method: str = "bicubic_clip"
