@@ -13,6 +13,7 @@ import streamlit as st
 import data
 import galleries
 import sections
+import similarity
 import widgets
 from countboard.schema import load_schema
 
@@ -24,6 +25,7 @@ DRAW = {
     "confusion": sections.draw_confusion,
     "drift": sections.draw_drift,
     "negative_heatmap": sections.draw_negative_heatmap,
+    "negative_similarity": similarity.draw_negative_similarity,
     "histograms": sections.draw_histograms,
     "pointing": sections.draw_pointing,
     "density_gallery": galleries.draw_density_gallery,
@@ -40,6 +42,7 @@ TAB = {
     "confusion": "Confusion matrix",
     "drift": "Count drift",
     "negative_heatmap": "Negative labels",
+    "negative_similarity": "Semantic similarity",
     "histograms": "Distributions",
     "pointing": "Pointing game",
     "density_gallery": "Density maps",

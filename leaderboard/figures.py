@@ -176,3 +176,17 @@ def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str,
     fig = px.bar(df, x=x, y=y, color=color, barmode="group", title=title, **extra)
     fig.update_layout(xaxis_title=None)
     return fig
+
+
+def quartile_boxes(bins: pd.DataFrame, title: str) -> go.Figure:
+    """One box per (entry, similarity bin) drawn from precomputed quartiles (``q1``, ``median``, ``q3``; no
+    whiskers: the notebook hides outliers), entries side by side in each bin."""
+    fig = go.Figure()
+    for entry, part in bins.groupby("entry", sort=False):
+        part = part[part["n"] > 0]
+        labels = [f"{lo:.2f}–{hi:.2f}" for lo, hi in zip(part["low"], part["high"], strict=True)]
+        fig.add_trace(go.Box(name=str(entry), x=labels, q1=part["q1"], median=part["median"], q3=part["q3"],
+                             lowerfence=part["q1"], upperfence=part["q3"], boxpoints=False))
+    fig.update_layout(title=title, boxmode="group", xaxis_title="max similarity to a class of the image",
+                      yaxis_title="error / count of the most similar class")
+    return fig

@@ -74,3 +74,13 @@ def test_pairwise_heatmap_leaves_the_diagonal_blank():
     assert np.isnan(np.diag(z)).all()
     off = ~np.eye(3, dtype=bool)
     np.testing.assert_allclose(z[off], p[off])
+
+
+def test_quartile_boxes_draw_the_given_quartiles():
+    bins = pd.DataFrame({"entry": ["a", "a", "b", "b"], "low": [0.0, 0.5, 0.0, 0.5], "high": [0.5, 1.0, 0.5, 1.0],
+                         "n": [3.0, 0.0, 2.0, 4.0], "q1": [1.0, np.nan, 0.5, 2.0], "median": [2.0, np.nan, 1.0, 3.0],
+                         "q3": [3.0, np.nan, 1.5, 4.0]})
+    fig = figures.quartile_boxes(bins, "t")
+    assert [t.name for t in fig.data] == ["a", "b"]
+    assert list(fig.data[0].x) == ["0.00–0.50"] and list(fig.data[0].median) == [2.0]   # empty bins left out
+    assert list(fig.data[1].q1) == [0.5, 2.0] and list(fig.data[1].q3) == [1.5, 4.0]

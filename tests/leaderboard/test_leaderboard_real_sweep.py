@@ -67,6 +67,23 @@ def test_counters_page_ranks_the_oracle_first(monkeypatch, swept_index):
     assert images and all(caption.startswith("mosaic_") for img in images for caption in img.captions)
 
 
+def test_counters_page_shows_the_semantic_similarity_analysis(monkeypatch, swept_index):
+    monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(swept_index))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=120).switch_page("pages/counters.py").run()
+    at.session_state["f_counters_figure"] = "Semantic similarity"
+    at.run()
+    assert not at.exception
+    # the authors' CLIP is not in this offline cache: one line, and the way out
+    assert any("minilm" in w.value for w in at.warning)
+    at.text_input(key="f_counters_similarity_encoder").set_value("minilm").run()
+    assert not at.exception and not at.warning
+    corr = next(d.value for d in at.dataframe if "pearson_r" in d.value.columns)
+    assert set(corr["entry"]) and {"pearson_r", "spearman_r", "n_pairs"} <= set(corr.columns)
+    assert (corr["n_pairs"] > 0).all()
+    assert any("Quartiles of the normalised error" in c.proto.spec for c in at.get("plotly_chart"))
+
+
 @pytest.mark.parametrize("page", ["pages/overview.py", "pages/numeracy.py", "pages/acs.py", "pages/grounding.py", "pages/runs.py",
                                   "pages/annotate.py"])
 def test_other_pages_render_on_the_sweep(monkeypatch, swept_index, page):

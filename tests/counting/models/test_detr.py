@@ -212,3 +212,11 @@ def test_sweep_counts_with_detr(tmp_path, detr_dir):
                      "dataset.n_classes=5", f"dataset.root={tmp_path / 'five'}"], tmp_path, check=False)
     assert proc.returncode != 0
     assert "has no class 'yellow stars' in its label map" in proc.stderr
+
+
+def test_docstring_examples():
+    import doctest
+
+    import countboard.counting.models.detr as module
+
+    assert doctest.testmod(module).failed == 0

@@ -371,3 +371,12 @@ def test_sweep_runs_countgdplusplus_and_groundingrecfsc(tmp_path, checkout, shap
                          store=tmp_path / "other", check=False)
         assert proc.returncode != 0 and ("no multi-class convention" in proc.stderr
                                          or "no filtered checkpoint" in proc.stderr), proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", ["countboard.counting.models.praco_countgdpp", "countboard.counting.models.praco_zoo",
+                                  "countboard.counting.datasets.mosaic"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    assert doctest.testmod(importlib.import_module(name)).failed == 0

@@ -55,13 +55,13 @@ def read_image_classes(path: Path) -> dict[str, str]:
     return out
 
 
-def test1_partners(split_images: list[str], split_classes: list[str], img_classes: dict[str, str],
+def replay_test1_draws(split_images: list[str], split_classes: list[str], img_classes: dict[str, str],
                    seed: int = TEST1_SEED) -> dict[tuple[str, str], str]:
     """``{(image, prompted class): img2}``: ``benchmark.py``'s ``extract_random_img`` draws of Test 1, replayed.
 
     Example:
         >>> classes = {"a.jpg": "x", "b.jpg": "y", "c.jpg": "y"}
-        >>> partners = test1_partners(["a.jpg", "b.jpg"], ["x", "y"], classes)
+        >>> partners = replay_test1_draws(["a.jpg", "b.jpg"], ["x", "y"], classes)
         >>> sorted(partners) == [("a.jpg", "x"), ("a.jpg", "y"), ("b.jpg", "x"), ("b.jpg", "y")]
         True
     """
@@ -104,7 +104,7 @@ class CountGDPlusPlusCalls:
         if self._partners is None:
             split_images = json.loads((self.repo / SPLIT_IMAGES).read_text())[self.split]
             split_classes = json.loads((self.repo / SPLIT_CLASSES).read_text())[self.split]
-            self._partners = test1_partners(split_images, split_classes, self.image_classes())
+            self._partners = replay_test1_draws(split_images, split_classes, self.image_classes())
         if (image, cls) not in self._partners:
             raise ValueError(f"benchmark.py's Test 1 draws no image of class {cls!r} for {image!r} (the checkout's "
                              f"{SPLIT_IMAGES} and {SPLIT_CLASSES}, split {self.split!r}): CountGD++ needs one for "

@@ -53,3 +53,30 @@ def embed_texts(texts: Sequence[str], device: str = "cpu") -> np.ndarray:
     emb = model.encode(list(texts), batch_size=64, convert_to_numpy=True, normalize_embeddings=True,
                        show_progress_bar=False)
     return np.asarray(emb, dtype=np.float32)
+
+
+#: The text encoder of the PrACo authors' semantic-similarity notebook (``clip.load("ViT-B/32")``).
+CLIP_TEXT_ENCODER = "openai/clip-vit-base-patch32"
+
+
+def class_embeddings(classes: Sequence[str], encoder: str = CLIP_TEXT_ENCODER, prefix: str = "a photo of ",
+                     device: str = "cpu") -> np.ndarray:
+    """``(len(classes), D)`` L2-normalised float32 embeddings of ``prefix + class``: a CLIP text tower (hub id or
+    local folder, ``CLIPModel.get_text_features`` as ``clip``'s ``encode_text``) or ``"minilm"`` (the bundled MiniLM).
+    """
+    texts = [prefix + c for c in classes]
+    if encoder == "minilm":
+        return embed_texts(texts, device)
+    import torch
+    from transformers import AutoTokenizer, CLIPModel
+
+    from countboard.models.hf_loading import load_pretrained
+
+    model = load_pretrained(CLIPModel, encoder, "CLIP text encoder").to(device).eval()
+    tokenizer = load_pretrained(AutoTokenizer, encoder, "CLIP tokenizer")
+    with torch.inference_mode():
+        tok = tokenizer(texts, padding=True, truncation=True, return_tensors="pt").to(device)
+        feats = model.get_text_features(**tok)
+        feats = getattr(feats, "pooler_output", feats)
+        feats = feats / feats.norm(dim=-1, keepdim=True)
+    return feats.float().cpu().numpy()
