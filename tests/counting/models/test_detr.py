@@ -199,9 +199,13 @@ def test_sweep_counts_with_detr(tmp_path, detr_dir):
     # a fourth class outside the label map: classic counts the others and fails its images' units
     run_sweep(["model=detr", f"model.model_id={detr_dir}", "task=classic", *small, "dataset.n_classes=4",
                f"dataset.root={tmp_path / 'four'}"], tmp_path)
+    run_sweep(["model=detr", f"model.model_id={detr_dir}", "model.score_threshold=0.1", "task=praco_multiclass",
+               "dataset=synthetic_multiclass", f"dataset.root={tmp_path / 'mc'}", "dataset.n_images=3",
+               "dataset.n_classes=3", "dataset.image_size=[40,48]", "dataset.count_range=[1,4]"], tmp_path)
     runs = store_runs(tmp_path / "mlruns")
     cells = runs[runs["tags.countboard.role"] == "cell"]
-    assert len(cells) == 4 and set(cells["status"]) == {"FINISHED"}
+    assert len(cells) == 5 and set(cells["status"]) == {"FINISHED"}
+    assert cells[cells["tags.task"] == "praco_multiclass"]["metrics.n_failed_samples"].iloc[0] == 0
     four = cells[cells["metrics.n_failed_samples"] > 0]
     assert len(four) == 1 and four["metrics.n_failed_samples"].iloc[0] == 2 and four["metrics.n_samples"].iloc[0] == 6
     # every class outside the map: the negative test's units all fail and the cell says why in one line
