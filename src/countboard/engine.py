@@ -27,7 +27,7 @@ from countboard.config import AUTO, SUBSET_NODE_KEYS, check_nodes, instantiate_n
 from countboard.errors import CountboardError
 from countboard.inputs import InputStream, resolve_workers
 from countboard.models.precision import numerics
-from countboard.results import RunContext, Task, TaskResult
+from countboard.results import RunContext, Task, TaskResult, check_outputs, missing_text, split_metrics
 from countboard.schema import load_schema
 from countboard.tracking import checkpoints, tracker_from_config
 from countboard.tracking import store as st
@@ -115,6 +115,7 @@ def compute_units(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: C
                                 "longer than lease_ttl_s); stopped without touching it")
             records = task.run_units(model, dataset, chunk, ctx)
             _check_records(records, chunk, task)
+            records = check_outputs(records, task.model_outputs)  # a NaN or inf from the model fails its unit
             checkpoints.write(cell.tracker, cell.run_id, next_part, records)
             frames.append(pd.DataFrame.from_records(records))
             next_part += 1
@@ -227,12 +228,15 @@ def _finish(cell: Cell, task: Task, model: Any, dataset: Any, ctx: RunContext, r
         raise CountboardError(f"all {len(failed)} units of {cell.name} failed (first: {first['unit_id']}: "
                               f"{str(first['error'])[:200]}); see failures.json in run {cell.run_id}")
     result = task.summarize(records, model, dataset, ctx) if len(records) else TaskResult(metrics={})
-    metrics = {**result.metrics, "n_samples": len(records), "n_failed_samples": len(failed),
+    computed, missing = split_metrics(result.metrics, result.missing, len(records))
+    metrics = {**computed, "n_samples": len(records), "n_failed_samples": len(failed),
                "duration_s": time.time() - t0}
-    _validate_metrics(metrics)
+    _validate_metrics({**metrics, **missing})
     write_result(cell.tracker, cell.run_id, result, records, failed)
     cell.tracker.log_metrics(cell.run_id, metrics)
-    cell.tracker.set_tags(cell.run_id, {tg.N_FAILED_UNITS: len(failed)})
+    cell.tracker.set_tags(cell.run_id, {tg.N_FAILED_UNITS: len(failed), tg.MISSING_METRICS: missing_text(missing)})
+    if missing:
+        log.warning("%s: %d metrics not computed on these units: %s", cell.name, len(missing), missing_text(missing))
     cell.tracker.set_status(cell.run_id, st.FINISHED)
     cell.finished = True
     if len(failed):

@@ -15,13 +15,20 @@ A task turns a model and a dataset into per-unit records, then into metrics and 
 3. ``summarize(records, model, dataset, ctx)`` turns the successful records (a DataFrame) into a ``TaskResult``.
 
 Metric keys must be declared in ``countboard/schema/*.yaml``.
+
+Model outputs are checked here, once for every task: the record fields a task names in ``model_outputs`` (counts,
+scores, sums of maps) must be finite, and a record with a NaN or an infinity there becomes a failed unit with the
+reason (``check_outputs``, called by the engine before the records are checkpointed). Metrics are never logged
+as NaN or infinite: ``split_metrics`` sets those apart as missing, each with its reason (the task's, from
+``TaskResult.missing``, else what the value was), which the engine records in the run's ``missing_metrics`` tag.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +100,7 @@ class TaskResult:
     arrays: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)  # metric key -> why it cannot be computed here
 
 
 class Task(ABC):
@@ -102,10 +110,17 @@ class Task(ABC):
     dataset with different protocols are different leaderboard entries) unless ``operational_params`` lists it with
     the reason it does not change what is measured; ``path_params`` are paths on one machine (their file name
     counts); ``protocol_defaults`` gives the defaults of nested mappings (``{"human.source": "simulated"}``).
+
+    ``model_outputs`` names the record fields that hold the model's outputs (a record with a non-finite value
+    there fails: ``check_outputs``); ``model_kinds`` and ``dataset_kinds`` the kinds of model and dataset the task
+    takes (the ``kind`` of their config nodes; empty: any), checked before any run exists (``countboard.fit``).
     """
 
     name: str = ""
     family: str = ""
+    model_outputs: tuple[str, ...] = ()
+    model_kinds: tuple[str, ...] = ()
+    dataset_kinds: tuple[str, ...] = ()
     operational_params: dict[str, str] = {}
     path_params: tuple[str, ...] = ()
     protocol_defaults: dict[str, Any] = {}
@@ -135,3 +150,74 @@ def _alone(fn: Any, item: Any, reraise: tuple[type[BaseException], ...]) -> Any:
         raise
     except Exception as exc:
         return exc
+
+
+def _first_nonfinite(value: Any) -> str | None:
+    """``"nan"``, ``"inf"`` or ``"-inf"`` for the first non-finite number in ``value`` (a number, an array or
+    nested lists), with its position in a sequence; None when every number is finite (text and bytes are skipped)."""
+    if isinstance(value, (str, bytes, bool)) or value is None:
+        return None
+    if isinstance(value, (int, float, np.number)):
+        return None if math.isfinite(float(value)) else str(float(value))
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+        bad = ~np.isfinite(value)
+        if bad.any():
+            index = np.unravel_index(int(np.argmax(bad)), value.shape)
+            return f"{value[index]} at {list(map(int, index)) if value.ndim > 1 else int(index[0])}"
+        return None
+    if isinstance(value, (list, tuple, np.ndarray)):
+        for k, item in enumerate(value):
+            found = _first_nonfinite(item)
+            if found is not None:
+                return found if " at " in found else f"{found} at {k}"
+    return None
+
+
+def check_outputs(records: Sequence[dict], fields: Sequence[str]) -> list[dict]:
+    """``records`` with each record whose model-output ``fields`` hold a NaN or an infinity replaced by a failed
+    record naming the field, the value and its position (the engine counts it in ``n_failed_samples``, lists it in
+    ``failures.json`` and the next run of the cell computes it again).
+
+    Example:
+        >>> check_outputs([{"unit_id": "a", "counts": [1.0, float("nan")]}, {"unit_id": "b", "counts": [2.0]}],
+        ...               ["counts"])[0]["error"]
+        'the model returned a non-finite counts (nan at 1); the unit is failed and retried by the next run'
+    """
+    out = []
+    for record in records:
+        if not record.get("error"):
+            for key in fields:
+                found = _first_nonfinite(record.get(key))
+                if found is not None:
+                    record = {"unit_id": record.get("unit_id"),
+                              "error": f"the model returned a non-finite {key} ({found}); the unit is failed and "
+                                       "retried by the next run"}
+                    break
+        out.append(record)
+    return out
+
+
+def split_metrics(metrics: Mapping[str, Any], reasons: Mapping[str, str], n_units: int
+                  ) -> tuple[dict[str, float], dict[str, str]]:
+    """``(finite, missing)``: the metrics that can be logged, as floats, and the others (NaN, infinite, None) with
+    why each is missing: the task's reason from ``reasons``, else what the value was on the ``n_units`` units.
+
+    Example:
+        >>> split_metrics({"mae": 1.5, "mape": float("inf"), "nmn": float("nan")}, {"nmn": "no image above 0"}, 3)
+        ({'mae': 1.5}, {'mape': 'infinite (inf) on the 3 units that succeeded', 'nmn': 'no image above 0'})
+    """
+    finite, missing = {}, {}
+    for key, value in metrics.items():
+        number = float("nan") if value is None else float(value)
+        if math.isfinite(number):
+            finite[key] = number
+        else:
+            what = "undefined (NaN)" if math.isnan(number) else f"infinite ({number})"
+            missing[key] = reasons.get(key) or f"{what} on the {n_units} units that succeeded"
+    missing.update({k: v for k, v in reasons.items() if k not in finite and k not in missing})
+    return finite, missing
+
+
+def missing_text(missing: Mapping[str, str]) -> str:
+    """The ``missing_metrics`` tag's value: ``key: reason`` pairs, ``; `` apart, within MLflow's tag length."""
+    return "; ".join(f"{k}: {v}" for k, v in sorted(missing.items()))[:5000]

@@ -46,6 +46,8 @@ PRECISION, GPU = "precision", "gpu"
 # --- coverage and outcome of a cell run ------------------------------------------------------------------------
 PARTIAL, SUBSET, N_UNITS, TOTAL_UNITS = "partial", "subset", "n_units", "total_units"
 N_FAILED_UNITS, ERROR = "n_failed_units", "error"
+#: Metrics a run could not compute (NaN or infinite on its units), each with the reason: ``key: reason; ...``.
+MISSING_METRICS = "missing_metrics"
 
 # --- a multirun's parent ----------------------------------------------------------------------------------------
 SWEEP_HASH, OVERRIDES, N_CHILDREN, N_FAILED_CHILDREN = "sweep_hash", "overrides", "n_children", "n_failed_children"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from countboard.counting.tasks.praco import error_record, finite_metrics, load_images, select_classes
+from countboard.counting.tasks.praco import error_record, load_images, select_classes
 from countboard.items import ImageDataset
 from countboard.metrics import bootstrap
 from countboard.metrics.counting import classic_metrics, classic_units
@@ -27,6 +27,9 @@ class ClassicCounting(Task):
 
     name = "classic"
     family = "counters"
+    model_kinds = ("counter",)
+    dataset_kinds = ("counting",)
+    model_outputs = ("count",)
 
     def __init__(self, classes: Sequence[str] | None = None):
         self.classes = list(classes) if classes is not None else None
@@ -61,4 +64,4 @@ class ClassicCounting(Task):
             log.warning("%d images with ground truth 0 are left out of MAPE", metrics["n_gt_zero"])
         metrics.update(bootstrap.interval_metrics(classic_units(pred, gt)))
         metrics["n_images"] = len(gt)
-        return TaskResult(metrics=finite_metrics(metrics), tags={tg.BOOTSTRAP: bootstrap.describe()})
+        return TaskResult(metrics=metrics, tags={tg.BOOTSTRAP: bootstrap.describe()})

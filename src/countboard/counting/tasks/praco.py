@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import logging
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -92,14 +91,6 @@ def error_record(unit_id: str, what: str, exc: BaseException) -> dict:
     return {"unit_id": unit_id, "error": f"{what}: {type(exc).__name__}: {exc}"}
 
 
-def finite_metrics(metrics: dict[str, float]) -> dict[str, float]:
-    """Drop undefined metrics (every ratio of an average had a zero denominator) and say so."""
-    undefined = [k for k, v in metrics.items() if v is None or (isinstance(v, float) and math.isnan(v))]
-    if undefined:
-        log.warning("metrics %s are undefined on these records and are not logged", ", ".join(undefined))
-    return {k: float(v) for k, v in metrics.items() if k not in undefined}
-
-
 def _png(fig) -> bytes:
     import matplotlib.pyplot as plt
 
@@ -177,6 +168,9 @@ class PracoNegative(Task):
 
     name = "praco_negative"
     family = "counters"
+    model_kinds = ("counter",)
+    dataset_kinds = ("counting",)
+    model_outputs = ("counts", "pos_count", "neg_mean")
 
     def __init__(self, classes: Sequence[str] | None = None, official_rounding: bool = False):
         self.classes = list(classes) if classes is not None else None
@@ -222,7 +216,7 @@ class PracoNegative(Task):
         wide.insert(2, "gt", records["gt"].to_numpy())
         long = wide.melt(id_vars=["image_id", "class_name", "gt"], var_name="prompt", value_name="count")
         long = long[["class_name", "prompt", "image_id", "gt", "count"]]
-        return TaskResult(metrics=finite_metrics(metrics), tables={"negative_matrix": long, "negative_counts": wide},
+        return TaskResult(metrics=metrics, tables={"negative_matrix": long, "negative_counts": wide},
                           figures={"negative_matrix": _matrix_figure(counts, gt, classes, pos_idx)},
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
                           tags={tg.PRACO_N_CLASSES: str(len(classes)), tg.BOOTSTRAP: bootstrap.describe()})
@@ -272,6 +266,9 @@ class PracoMosaic(Task):
 
     name = "praco_mosaic"
     family = "counters"
+    model_kinds = ("counter",)
+    dataset_kinds = ("counting",)
+    model_outputs = ("upper", "lower", "single", "pred_cells")
     operational_params = {"n_figures": "how many mosaics are saved as figures",
                           "keep_maps": "whether the predicted maps are saved as well"}
     path_params = ("pairs_file",)
@@ -521,7 +518,7 @@ class PracoMosaic(Task):
                                    "unit_id": records["unit_id"].to_numpy().astype(str)}}
         if self.keep_maps and "maps_npz" in records:
             arrays["density_maps"] = self._kept_maps(records)
-        return TaskResult(metrics=finite_metrics(metrics), tables=tables, figures=figures, arrays=arrays,
+        return TaskResult(metrics=metrics, tables=tables, figures=figures, arrays=arrays,
                           files=final_metrics_file(metrics, model, dataset, ctx.work_dir),
                           tags={tg.PRACO_ORIENTATION: self.orientation, tg.PRACO_MOSAIC: self.mosaic,
                                 tg.BOOTSTRAP: bootstrap.describe()})

@@ -20,7 +20,7 @@ import pandas as pd
 
 from countboard.counting.datasets.mosaic import points_to_density
 from countboard.counting.released.multiclass import count_tables, mc_map_name, mc_metrics
-from countboard.counting.tasks.praco import finite_metrics, prompt_every_class
+from countboard.counting.tasks.praco import prompt_every_class
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.metrics import bootstrap
@@ -56,6 +56,9 @@ class PracoMulticlass(Task):
 
     name = "praco_multiclass"
     family = "counters"
+    model_kinds = ("counter",)
+    dataset_kinds = ("multiclass_counting",)
+    model_outputs = ("counts", SUMS_FIELD)
 
     operational_params = {"keep_maps": "whether the predicted maps are saved as well"}
 
@@ -124,7 +127,7 @@ class PracoMulticlass(Task):
         name = f"multiclass_final_metrics_{getattr(dataset, 'split', 'test')}.csv"
         label = str(getattr(model, "name", "") or type(model).__name__)
         pd.DataFrame([mc_final_metrics_row(label, metrics)]).to_csv(ctx.work_dir / name)
-        return TaskResult(metrics=finite_metrics(metrics), tables=tables, arrays=arrays,
+        return TaskResult(metrics=metrics, tables=tables, arrays=arrays,
                           files={name: ctx.work_dir / name},
                           tags={tg.PRACO_N_CLASSES: str(len(classes)), tg.BOOTSTRAP: bootstrap.describe(),
                                 tg.PRACO_ALL_CLASS_IMAGES: self.all_class_images})

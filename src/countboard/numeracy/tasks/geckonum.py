@@ -114,7 +114,7 @@ def _count_questions(evaluator, items: list, prompts: list[str], owners: list[st
     if not items:
         return np.zeros(0), {}
     try:
-        return np.asarray(evaluator.count(items, prompts), dtype=np.float64), {}
+        return _finite_counts(np.asarray(evaluator.count(items, prompts), dtype=np.float64), owners, {})
     except Exception:  # find the images it fails on
         pass
     counts, errors = np.full(len(items), np.nan), {}
@@ -125,6 +125,18 @@ def _count_questions(evaluator, items: list, prompts: list[str], owners: list[st
         except Exception as exc:
             errors[u] = f"{type(exc).__name__}: {exc}"
             log.warning("the evaluator failed on %s: %s", u, errors[u])
+    return _finite_counts(counts, owners, errors)
+
+
+def _finite_counts(counts: np.ndarray, owners: list[str], errors: dict[str, str]
+                   ) -> tuple[np.ndarray, dict[str, str]]:
+    """A NaN or infinite count is the evaluator failing on that image (listed with the others it failed on, never
+    read as a count)."""
+    for k in np.flatnonzero(~np.isfinite(counts)):
+        if owners[k] not in errors:
+            errors[owners[k]] = f"the evaluator returned a non-finite count ({counts[k]}) for one of its questions"
+            log.warning("the evaluator failed on %s: %s", owners[k], errors[owners[k]])
+    counts[~np.isfinite(counts)] = np.nan
     return counts, errors
 
 
@@ -175,6 +187,8 @@ class GeckoNumAutoEval(Task):
 
     name = "geckonum_autoeval"
     family = "generator_autoeval"
+    model_kinds = ("generator",)
+    dataset_kinds = ("image_prompts",)
     operational_params = {
         "n_annotate": "how many images are packed for the annotation page",
         "image_dir": "where images are cached on this machine",
