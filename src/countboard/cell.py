@@ -45,6 +45,9 @@ def config_hash(cfg: DictConfig, data_fingerprint: str | None = None, drop: tupl
     container = OmegaConf.to_container(cfg, resolve=False)
     semantic = {k: v for k, v in container.items() if k not in OPERATIONAL_KEYS and k not in drop
                 and not (k in HASH_DEFAULTS and str(v) == HASH_DEFAULTS[k])}
+    if isinstance(semantic.get("dataset"), dict) and "kind" in semantic["dataset"]:
+        # what kind of data it is (``countboard.fit``), declared after cells existed: not which data it is
+        semantic["dataset"] = {k: v for k, v in semantic["dataset"].items() if k != "kind"}
     if data_fingerprint:
         semantic[DATA_KEY] = data_fingerprint
     blob = json.dumps(semantic, sort_keys=True, default=str)

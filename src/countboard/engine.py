@@ -25,6 +25,7 @@ from countboard.batching import Batching
 from countboard.cell import Cell, resolve_device
 from countboard.config import AUTO, SUBSET_NODE_KEYS, check_nodes, instantiate_node, validate
 from countboard.errors import CountboardError
+from countboard.fit import check_fit
 from countboard.inputs import InputStream, resolve_workers
 from countboard.models.precision import numerics
 from countboard.results import RunContext, Task, TaskResult, check_outputs, missing_text, split_metrics
@@ -166,6 +167,7 @@ def _open_cell(cfg: DictConfig) -> tuple[Cell, Any]:
 
     validate(cfg)
     check_nodes(cfg)
+    check_fit(cfg)  # a model or dataset the task does not take: one line naming what fits, before anything runs
     st.reach_config(cfg.tracking)  # a down server is named before the dataset is built
     resolve_device(cfg.device)
     dataset = instantiate_node(cfg, "dataset")

@@ -61,6 +61,8 @@ class BCCTask(Task):
 
     name = "bcc"
     family = "acs"
+    model_kinds = ("classifier",)
+    dataset_kinds = ("judged_outputs",)
     operational_params = {k: "NUTS draws, tuning, chains and cores: the posterior's precision"
                           for k in ("draws", "tune", "chains", "cores")}
 

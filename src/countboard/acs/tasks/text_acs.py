@@ -96,6 +96,8 @@ class TextACSTask(Task):
 
     name = "text_acs"
     family = "acs"
+    model_kinds = ("text_generator",)
+    dataset_kinds = ("text_prompts",)
     operational_params = {"sampler": "NUTS draws, tuning, chains and cores: the posterior's precision"}
     path_params = ("human.path",)
     protocol_defaults = {f"human.{f.name}": f.default for f in dataclasses.fields(HumanConfig)}

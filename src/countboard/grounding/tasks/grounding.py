@@ -134,6 +134,9 @@ class GroundingTask(Task):
 
     name = "grounding"
     family = "grounding"
+    model_kinds = ("vlm", "counter")
+    dataset_kinds = ("grounding",)
+    # a map with NaN or infinite values fails its unit where its metrics are computed (``grounding_metrics``)
     operational_params = {"n_examples": "how many overlays are saved", "hist_bins": "bins of a saved histogram"}
 
     def __init__(self, tau: float = 0.7, delta: float = 50.0, tie_tol: float = 0.0, n_examples: int = 4,
