@@ -318,3 +318,64 @@ def instantiate_node(cfg: Any, group: str, **extra: Any) -> Any:
         if isinstance(cause, CountboardError):
             raise cause from None
         raise
+
+
+#: Characters of Hydra's override grammar a value may mean as grammar (a sweep, a list, a dict, a function call,
+#: an interpolation, a quote, an escape): a value holding one is never quoted for the user.
+_GRAMMAR = set(",[]{}()'\"$\\")
+
+
+def quote_values(argv: list[str]) -> list[str]:
+    """``argv`` with each ``key=value`` override that Hydra's grammar cannot read, and whose value is plain text
+    (a path with spaces, non-ASCII letters or ``=``: no character the grammar could mean), quoted as Hydra needs
+    (``key='value'``); every other argument as given.
+
+    Example:
+        >>> quote_values(["dataset.root=/data/jeu de données/ss", "seed=1", "model=a,b"])
+        ["dataset.root='/data/jeu de données/ss'", 'seed=1', 'model=a,b']
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = None
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if arg.startswith("-") or not eq or not value or not re.fullmatch(r"[+~]{0,2}[\w.@/-]+", key) \
+                or _GRAMMAR & set(value) or (value.isascii() and re.fullmatch(r"[\w./:@%~+*-]*", value)):
+            out.append(arg)
+            continue
+        parser = parser or OverridesParser.create()
+        try:
+            parser.parse_overrides([arg])
+            out.append(arg)
+        except OverrideParseException:
+            out.append(f"{key}='{value}'")
+    return out
+
+
+def unreadable_override(override: str, message: str) -> str:
+    """One line for an override Hydra's grammar cannot read: the character it stopped at and its position in the
+    override, and the fix (the value quoted for Hydra inside the shell's quotes).
+
+    Example:
+        >>> print(unreadable_override("task.note=a(b", "mismatched input '(' expecting <EOF>"))
+        `task.note=a(b`: not an override Hydra can parse ('(' at position 2 of the value is not allowed unquoted); quote the value: 'task.note="a(b"'
+    """
+    key, eq, value = override.partition("=")
+    head = f"`{override}`: not an override Hydra can parse"
+    if not eq:
+        return f"{head} (no `=`); write key=value or group=option"
+    where = None
+    caret = re.search(r"^(.*)\n( *)\^", message)
+    if caret and override in caret.group(1):  # the lexer's marker, under the override quoted in its first line
+        where = len(caret.group(2)) - caret.group(1).index(override)
+    else:
+        token = re.search(r"(?:mismatched|extraneous) input '([^']+)'", message)  # the token it did not expect
+        found = override.find(token.group(1), len(key) + 1) if token else -1
+        where = found if found >= 0 else None
+    fix = f"'{key}=\"{value}\"'" if '"' not in value and "'" not in value else "key=\"value\" inside '…'"
+    if where is None or not len(key) < where < len(override):
+        return f"{head}; quote the value: {fix}"
+    return (f"{head} ({override[where]!r} at position {where - len(key)} of the value is not allowed unquoted); "
+            f"quote the value: {fix}")

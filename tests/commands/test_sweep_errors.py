@@ -148,3 +148,30 @@ def test_a_single_job_error_is_one_line_and_the_full_report_stays_on_request(tmp
         assert proc.returncode == 1
         assert "Error executing job with overrides" in proc.stderr and "Traceback" in proc.stderr, env
         assert proc.stderr.strip().splitlines()[-1].startswith("countboard.errors.DataNotFoundError: data not found")
+
+
+@pytest.mark.parametrize(("override", "says"), [
+    ("dataset.root=/data/jeu de données ✓/ss",
+     "`dataset.root=/data/jeu de données ✓/ss`: not an override Hydra can parse ('é' at position 18 of the value is "
+     "not allowed unquoted); quote the value: 'dataset.root=\"/data/jeu de données ✓/ss\"'"),
+    ("dataset.root=/a/b=c", "('=' at position 5 of the value is not allowed unquoted); quote the value: "
+                            "'dataset.root=\"/a/b=c\"'"),
+    ("dataset.root=/data/x(1)", "('(' at position 8 of the value is not allowed unquoted)"),
+    ("task.classes=[a", "`task.classes=[a`: not an override Hydra can parse; quote the value: 'task.classes=\"[a\"'"),
+])
+def test_a_value_hydra_cannot_parse_names_the_character_and_the_quoting(hydra_conf, override, says):
+    assert says in error_line(override)
+
+
+def test_plain_text_values_hydra_cannot_parse_are_quoted_as_typed(hydra_conf):
+    from countboard.config import quote_values
+
+    typed = ["dataset.root=/data/jeu de données ✓/ss", "tracking.store_dir=/s/a=b c", "+task.note=café", "seed=1",
+             "model=oracle,class_blind", "dataset.root=/data/x(1)", "-m", "--config-dir=/a b", "task.classes=[a,b]",
+             "dataset.root='/q é'", "dataset.root=/plain/path"]
+    quoted = quote_values(typed)
+    assert quoted[:3] == ["dataset.root='/data/jeu de données ✓/ss'", "tracking.store_dir='/s/a=b c'",
+                          "+task.note='café'"]
+    assert quoted[3:] == typed[3:]  # parsable, grammar (sweeps, lists, calls), flags and quoted values: as typed
+    cfg = compose("config", overrides=[*quoted[:2], "dataset=fsc147"])
+    assert cfg.dataset.root == "/data/jeu de données ✓/ss" and cfg.tracking.store_dir == "/s/a=b c"

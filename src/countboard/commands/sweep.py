@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
-from countboard.config import Config, TrackingConf
+from countboard.config import Config, TrackingConf, quote_values, unreadable_override
 from countboard.errors import DEBUG_ENV, debug_enabled, user_message
 from countboard.paths import conf_dir
 from countboard.tracking.address import TRACKING_URI_ENV
@@ -203,8 +203,7 @@ def composition_error(exc: BaseException) -> str | None:
         return (f"`+{exists.group(1)}=…`: `{exists.group(1)}` is already in the config; write "
                 + " to change it, or ".join(f"`{fix}`" for fix in fixes[:2]) + " to add or change it")
     if isinstance(exc, OverrideParseException):
-        reason = _first_line(message.partition("\n")[2]) or message
-        return f"`{exc.override}`: not an override Hydra can parse ({reason}); write key=value or group=option"
+        return unreadable_override(str(exc.override), message)
     ambiguous = re.match(r"Ambiguous value for argument '([^']*)'", message)
     if ambiguous:
         return (f"`{ambiguous.group(1)}`: a comma-separated value needs -m (--multirun) to sweep over it; write "
@@ -290,6 +289,7 @@ def main() -> None:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     if not debug_enabled():
         _quiet_failed_cells()
+    sys.argv[1:] = quote_values(sys.argv[1:])  # a path with spaces, non-ASCII letters or `=`, as typed
     signal.signal(signal.SIGTERM, _terminate)
     from countboard.tracking.callbacks import fail_open_sweep
 
