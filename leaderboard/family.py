@@ -16,6 +16,7 @@ import sections
 import similarity
 import widgets
 from countboard.schema import load_schema
+from countboard.tracking import tags as tg
 
 DRAW = {
     "intervals": sections.draw_intervals,
@@ -97,8 +98,24 @@ def family_section(family: str, heading: bool = False) -> None:
     df = df.assign(evaluator=df.evaluator.fillna(widgets.MISSING))
     extra = ("evaluator",) if df.evaluator.nunique() > 1 or (df.evaluator != widgets.MISSING).any() else ()
     widgets.show_ranking(df, shown, sort, extra=extra, key=f"{prefix}_ranking", interval=interval)
+    notes = missing_notes(df, data.run_tag(list(df.run_id), tg.MISSING_METRICS))
+    if notes:
+        st.caption("Not computed (shown as —), with the reason: " + " · ".join(notes))
     ctx = sections.Ctx(family, df, sort, interval, sections.entry_labels(df), prefix)
     draw_figures(ctx, fam.figures if fam else ())
+
+
+def missing_notes(df, missing: dict[str, str]) -> list[str]:
+    """``**model**: key: reason; ...`` for each entry whose run could not compute some metrics (the run's
+    ``missing_metrics`` tag: NaN or infinite on the units that succeeded), so that an empty cell says why.
+
+    Example:
+        >>> import pandas as pd
+        >>> missing_notes(pd.DataFrame({"model": ["a", "b"], "run_id": ["r1", "r2"]}), {"r2": "nmn: no image"})
+        ['**b**: nmn: no image']
+    """
+    return [f"**{model}**: {missing[run]}" for model, run in zip(df.model, df.run_id, strict=True)
+            if missing.get(run)]
 
 
 def figure_tab_key(family: str) -> str:

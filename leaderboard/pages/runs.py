@@ -92,7 +92,8 @@ def main() -> None:
     if runs.empty:
         st.info("No runs match this search.")
         return
-    shown = widgets.dashes(runs.drop(columns=["experiment_id"]).astype({"error": object}).fillna({"error": ""}))
+    shown = widgets.dashes(runs.drop(columns=["experiment_id"]).astype({"error": object, "missing_metrics": object})
+                           .fillna({"error": "", "missing_metrics": ""}))
     event = st.dataframe(shown, hide_index=True, key="runs_table", on_select="rerun", selection_mode="multi-row",
                          column_config={"link": st.column_config.LinkColumn("MLflow", display_text="open run",
                                                                             pinned=True),

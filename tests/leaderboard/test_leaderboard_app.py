@@ -183,3 +183,26 @@ def test_index_of_an_older_schema_asks_for_a_rebuild(monkeypatch, tmp_path, page
     assert not at.exception and not at.error
     warning = " ".join(w.value for w in at.warning)
     assert "schema version 1" in warning and "countboard index" in warning
+
+
+@pytest.mark.slow  # a store of its own and two pages: about 20 s on 2 busy cores
+def test_a_metric_a_run_could_not_compute_is_shown_with_its_reason(monkeypatch, tmp_path):
+    from mlflow.tracking import MlflowClient
+    from tests.fixtures.synthetic_store import make_store, specs_from_schema
+
+    from countboard.index import build_index
+    from countboard.tracking import tags as tg
+
+    specs = [s for s in specs_from_schema(models_per_family=2, datasets=("fsc147",)) if s.family == "counters"]
+    store = make_store(tmp_path / "store", specs, seed=3)
+    run = store.values[store.values.family == "counters"].iloc[0]
+    MlflowClient(store.uri).set_tag(run.run_id, tg.MISSING_METRICS, "nmn: undefined (NaN) on the 4 units that succeeded")
+    build_index(store.uri, tmp_path / "index.duckdb")
+    at = open_page(monkeypatch, tmp_path / "index.duckdb", "pages/counters.py", section="counters")
+    assert not at.exception, [e.value for e in at.exception]
+    notes = [c.value for c in at.caption if c.value.startswith("Not computed")]
+    assert notes == [f"Not computed (shown as —), with the reason: **{run.model}**: nmn: undefined (NaN) on the 4 "
+                     "units that succeeded"]
+    runs = open_page(monkeypatch, tmp_path / "index.duckdb", "pages/runs.py")
+    table = runs.dataframe[0].value
+    assert set(table["missing_metrics"]) == {"", "nmn: undefined (NaN) on the 4 units that succeeded"}
