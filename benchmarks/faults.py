@@ -358,6 +358,86 @@ def bad_nested_key(tmp: Path, rng: random.Random) -> Outcome:
     return Outcome(ok and not (tmp / "mlruns").exists(), outside=outside, seconds=seconds / 2)
 
 
+# ---- model outputs, misfits and typed paths (what a model or a command line does to a cell)
+
+def nonfinite_counts(tmp: Path, rng: random.Random) -> Outcome:
+    """A counter returning NaN or +inf for some images in praco_negative: those units fail with the reason, no
+    metric is logged non-finite; the next run with the counter fixed computes exactly them."""
+    import math
+
+    import pandas as pd
+
+    args = ["model=nonfinite_counter", "dataset=synthetic_shapes", "task=praco_negative",
+            "dataset.images_per_class={train:0,val:0,test:2}", "dataset.multi_class_images=0"]
+    before = _files(tmp, NOT_STORE)
+    if _sweep(tmp, args).returncode != 0:
+        return Outcome(False, note="the sweep with NaN counts failed")
+    run = _cells(tmp).iloc[0]
+    metrics = {k: v for k, v in run.items() if k.startswith("metrics.") and v == v}
+    finite = all(math.isfinite(v) and abs(v) < 1e300 for v in metrics.values())
+    art = next((tmp / "mlruns").glob(f"artifacts/*/{run.run_id}/artifacts"))
+    failed = {f["unit_id"] for f in json.loads((art / "failures.json").read_text())}
+    units = failed | set(pd.read_parquet(art / "samples.parquet")["unit_id"])
+    if _sweep(tmp, args, TOY_FINITE="1").returncode != 0:
+        return Outcome(False, note="the rerun failed")
+    cells = _cells(tmp)
+    final = set(pd.read_parquet(art / "samples.parquet")["unit_id"])
+    ok = (len(cells) == 1 and cells.iloc[0]["status"] == "FINISHED" and finite and len(failed) > 0
+          and cells.iloc[0]["metrics.n_failed_samples"] == 0)
+    outside = _written(before, _files(tmp, NOT_STORE + ("mlruns",)))
+    return Outcome(ok and outside == 0 and not units - final, lost=len(units - final), outside=outside,
+                   note=f"{len(failed)} of {len(units)} units failed, then recomputed")
+
+
+def misfit_cells(tmp: Path, rng: random.Random) -> Outcome:
+    """``model=sd15 task=praco_negative`` alone (one line, no store touched), then in a multirun beside a cell
+    that fits (which runs)."""
+    t0 = time.perf_counter()
+    alone = _sweep(tmp, ["model=sd15", "task=praco_negative"])
+    seconds = time.perf_counter() - t0
+    ok = _one_line(alone, "task=praco_negative takes a counter; model=sd15 is a text-to-image generator")
+    made = (tmp / "mlruns").exists() and not _cells(tmp).empty
+    multi = _sweep(tmp, ["hydra.mode=MULTIRUN", "model=oracle,sd15", "task=classic", "dataset=synthetic_shapes",
+                         "dataset.images_per_class={train:0,val:0,test:1}", "dataset.multi_class_images=0"])
+    errors = [line for line in multi.stderr.splitlines() if line.startswith("error:")]
+    cells = _cells(tmp)
+    ok = ok and not made and len(errors) == 1 and "model=sd15" in errors[0] and list(cells["tags.model"]) == ["oracle"]
+    lost = 0
+    if len(cells) == 1:  # the cell that fits ran whole: every unit of the run is in its samples
+        import pandas as pd
+
+        art = next((tmp / "mlruns").glob(f"artifacts/*/{cells.iloc[0].run_id}/artifacts"))
+        lost = int(cells.iloc[0]["tags.n_units"]) - len(pd.read_parquet(art / "samples.parquet"))
+    ok = ok and cells.iloc[0]["status"] == "FINISHED" and lost == 0 if len(cells) == 1 else False
+    return Outcome(ok, lost=lost, seconds=seconds, note="" if ok else "misfit not refused in one line")
+
+
+def typed_paths(tmp: Path, rng: random.Random) -> Outcome:
+    """A store path with spaces, non-ASCII letters and ``=`` typed unquoted: swept, indexed and checked in it."""
+    store = tmp / "jeu de données ✓" / "a=b c"
+    before = _files(tmp, NOT_STORE)
+    sweep = _sweep(tmp, [], store)
+    index, _ = _countboard(tmp, "index", "--store", str(store))
+    doctor, _ = _countboard(tmp, "doctor", "--store", str(store))
+    out = _cell_outcome(tmp, Counter(), store=store)
+    out.outside = _written(before, _files(tmp, NOT_STORE + ("jeu de données ✓", "cache")))
+    out.survived = out.survived and out.outside == 0 and sweep.returncode == index.returncode == doctor.returncode == 0
+    bad = _sweep(tmp, ["task.label=[a"], store)
+    out.survived = out.survived and _one_line(bad, "`task.label=[a`: not an override Hydra can parse",
+                                              "quote the value: 'task.label=\"[a\"'")
+    return out
+
+
+OUTPUT_FAULTS: dict[str, tuple[str, Callable]] = {
+    "nonfinite_counts": ("a counter returning NaN or inf for some images (praco_negative), then fixed",
+                         nonfinite_counts),
+    "misfit_cells": ("a model the task does not take (model=sd15 task=praco_negative), alone and in a multirun",
+                     misfit_cells),
+    "typed_paths": ("a store path with spaces, non-ASCII letters and = typed unquoted (sweep, index, doctor)",
+                    typed_paths),
+}
+
+
 STORE_FAULTS: dict[str, tuple[str, Callable]] = {
     "copied_store": ("store copied (cp -r), then swept into the copy", copied_store),
     "moved_store": ("store renamed (path with a space), then swept, indexed, checked", moved_store),
@@ -371,6 +451,7 @@ STORE_FAULTS: dict[str, tuple[str, Callable]] = {
     "postgres_closed_port": ("PostgreSQL store on a closed port (the same six commands)", postgres_closed_port),
     "bad_nested_key": ("bad nested model/task key (+model.bogus=1, task.delay_s=slow)", bad_nested_key),
 }
+STORE_FAULTS.update(OUTPUT_FAULTS)  # in the store table: units lost, bytes written outside
 
 
 FAULTS: dict[str, tuple[str, Callable]] = {
