@@ -67,7 +67,7 @@ SELECT run_id, value FROM params WHERE key = ? AND run_id IN (SELECT unnest(?::V
 RUNS = f"""
 SELECT r.run_id, r.run_name, r.experiment_id, e.name AS experiment, r.status, r.is_sweep, r.family, r.model,
        r.model_kind, r.dataset, r.split, r.task, r.protocol_label AS protocol, r.start_time, r.end_time,
-       r.parent_run_id, r.config_hash, t.value AS error, nullif(m.value, '') AS missing_metrics
+       r.parent_run_id, r.config_hash, t.value AS error, nullif(m.value, '') AS {tg.MISSING_METRICS}
 FROM runs r LEFT JOIN experiments e USING (experiment_id)
      LEFT JOIN tags t ON t.run_id = r.run_id AND t.key = '{ERROR}'
      LEFT JOIN tags m ON m.run_id = r.run_id AND m.key = '{tg.MISSING_METRICS}'

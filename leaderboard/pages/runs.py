@@ -10,6 +10,7 @@ import data
 import queries
 import widgets
 from countboard.protocol import DEFAULT_LABEL
+from countboard.tracking.tags import MISSING_METRICS
 
 MAX_ROWS = 2000
 ALL = "All"
@@ -92,8 +93,8 @@ def main() -> None:
     if runs.empty:
         st.info("No runs match this search.")
         return
-    shown = widgets.dashes(runs.drop(columns=["experiment_id"]).astype({"error": object, "missing_metrics": object})
-                           .fillna({"error": "", "missing_metrics": ""}))
+    text = {"error": object, MISSING_METRICS: object}  # a missing value shows as an empty cell, not "None"
+    shown = widgets.dashes(runs.drop(columns=["experiment_id"]).astype(text).fillna(dict.fromkeys(text, "")))
     event = st.dataframe(shown, hide_index=True, key="runs_table", on_select="rerun", selection_mode="multi-row",
                          column_config={"link": st.column_config.LinkColumn("MLflow", display_text="open run",
                                                                             pinned=True),
