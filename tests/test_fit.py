@@ -91,6 +91,9 @@ def test_each_task_defaults_to_a_dataset_it_takes(hydra_init, task):
                                                  "text-to-image generators: flux_schnell, procedural_good,"),
     (["model=box_oracle", "task=praco_mosaic", "dataset=synthetic_grounding"],
      "model=box_oracle is a vision-language model; counters: class_blind, clipseg, grounding_dino, oracle, owlv2, "),
+    (["model=procedural_good", "task=geckonum_autoeval", "model@task.evaluator=sd15"],
+     "task=geckonum_autoeval takes a counter as task.evaluator; sd15 is a text-to-image generator; counters: "
+     "class_blind, clipseg,"),
     (["model=oracle", "task=praco_negative", "dataset=shape_prompts"],
      "task=praco_negative takes a counting dataset (one class per image, FSC-147 layout); dataset=shape_prompts is "
      "a prompt set for image generators; counting datasets: fsc147, synthetic_shapes (choose with dataset=<option>)"),

@@ -102,10 +102,44 @@ def misfits(task: str, task_target: str, model: tuple[str, str | None], dataset:
     return out
 
 
+def node_misfits(task: str, task_target: str, nodes: dict[str, tuple[str, str | None]]) -> list[str]:
+    """One sentence per model node inside the task's config (``task.evaluator``) of a kind the task does not take
+    there (its class's ``node_kinds``); ``nodes``: ``{key: (name, kind)}``.
+
+    Example:
+        >>> misfits_ = node_misfits("geckonum_autoeval", "countboard.numeracy.tasks.geckonum.GeckoNumAutoEval",
+        ...                         {"evaluator": ("sd15", "generator")})
+        >>> misfits_[0].split("; ")[:2]
+        ['task=geckonum_autoeval takes a counter as task.evaluator', 'sd15 is a text-to-image generator']
+    """
+    from hydra.utils import get_class
+
+    try:
+        declared = dict(getattr(get_class(task_target), "node_kinds", {}))
+    except Exception:  # reported when the task is built
+        return []
+    out = []
+    for key, wanted in declared.items():
+        name, kind = nodes.get(key, (None, None))
+        if not wanted or kind is None or kind in wanted:
+            continue
+        options = conf_kinds("model")
+        fitting = ", ".join(sorted(o for o, k in options.items() if k in wanted))
+        out.append(f"task={task} takes {' or '.join(_word(k) for k in wanted)} as task.{key}; {name} is "
+                   f"{_word(kind)}; {' and '.join(_word(k, plural=True) for k in wanted)}: {fitting} (choose with "
+                   f"model@task.{key}=<option>)")
+    return out
+
+
 def check_fit(cfg: Any) -> None:
-    """Raise ``ConfigError`` when the cell's task does not take its model or its dataset (one line)."""
-    found = misfits(str(cfg.task.get("name", "?")), str(cfg.task.get("_target_", "")),
+    """Raise ``ConfigError`` when the cell's task does not take its model, its dataset or a model node of its own
+    config (one line)."""
+    target = str(cfg.task.get("_target_", ""))
+    found = misfits(str(cfg.task.get("name", "?")), target,
                     (_choice(cfg, "model"), cfg.model.get("kind")), (_choice(cfg, "dataset"), cfg.dataset.get("kind")))
+    nodes = {k: (str(v.get("name", k)), v.get("kind")) for k, v in cfg.task.items()
+             if hasattr(v, "get") and "_target_" in v}
+    found += node_misfits(str(cfg.task.get("name", "?")), target, nodes)
     if found:
         raise ConfigError(" and ".join(found))
 

@@ -113,7 +113,8 @@ class Task(ABC):
 
     ``model_outputs`` names the record fields that hold the model's outputs (a record with a non-finite value
     there fails: ``check_outputs``); ``model_kinds`` and ``dataset_kinds`` the kinds of model and dataset the task
-    takes (the ``kind`` of their config nodes; empty: any), checked before any run exists (``countboard.fit``).
+    takes (the ``kind`` of their config nodes; empty: any), checked before any run exists (``countboard.fit``), and
+    ``node_kinds`` those of model nodes inside its own config (``{"evaluator": ("counter",)}``).
     """
 
     name: str = ""
@@ -121,6 +122,7 @@ class Task(ABC):
     model_outputs: tuple[str, ...] = ()
     model_kinds: tuple[str, ...] = ()
     dataset_kinds: tuple[str, ...] = ()
+    node_kinds: dict[str, tuple[str, ...]] = {}
     operational_params: dict[str, str] = {}
     path_params: tuple[str, ...] = ()
     protocol_defaults: dict[str, Any] = {}

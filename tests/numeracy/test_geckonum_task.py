@@ -353,3 +353,15 @@ def test_annotation_sample_has_one_noun_per_question():
                                           "How many white circles are in the image?",
                                           "How many red circles are in the image?"]
     assert items["noun"].tolist() == ["circles", "white circles", "red circles"]
+
+
+def test_a_non_finite_evaluator_count_is_that_images_evaluator_failure():
+    from countboard.numeracy.tasks.geckonum import _count_questions
+
+    class Evaluator:
+        def count(self, items, prompts):
+            return [float("nan") if it == "b" else float("inf") if it == "c" else 2.0 for it in items]
+
+    counts, errors = _count_questions(Evaluator(), ["a", "a", "b", "c"], ["p", "q", "p", "p"], ["u1", "u1", "u2", "u3"])
+    assert counts[:2].tolist() == [2.0, 2.0] and np.isnan(counts[2:]).all()  # never read as a count
+    assert sorted(errors) == ["u2", "u3"] and "non-finite count (nan)" in errors["u2"] and "(inf)" in errors["u3"]

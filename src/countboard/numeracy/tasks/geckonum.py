@@ -189,6 +189,7 @@ class GeckoNumAutoEval(Task):
     family = "generator_autoeval"
     model_kinds = ("generator",)
     dataset_kinds = ("image_prompts",)
+    node_kinds = {"evaluator": ("counter",)}
     operational_params = {
         "n_annotate": "how many images are packed for the annotation page",
         "image_dir": "where images are cached on this machine",
