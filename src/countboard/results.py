@@ -167,6 +167,11 @@ def _first_nonfinite(value: Any) -> str | None:
             index = np.unravel_index(int(np.argmax(bad)), value.shape)
             return f"{value[index]} at {list(map(int, index)) if value.ndim > 1 else int(index[0])}"
         return None
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], (int, float, np.number)):
+        try:  # a flat list of numbers: checked at once
+            return _first_nonfinite(np.asarray(value, dtype=np.float64))
+        except (TypeError, ValueError):
+            pass
     if isinstance(value, (list, tuple, np.ndarray)):
         for k, item in enumerate(value):
             found = _first_nonfinite(item)
