@@ -34,6 +34,10 @@ def test_every_option_composes(hydra_init, group, option):
         check_node(cfg, node, extra)
         assert cfg[node].name, f"{group}={option}: {node} has no name"
     assert cfg.model.kind in {"counter", "generator", "evaluator", "vlm", "text_generator", "classifier", "human"}
+    from hydra.utils import get_class
+
+    # the kind a model's config declares (what tasks take it, ``countboard.fit``) is its class's, where it has one
+    assert getattr(get_class(cfg.model._target_), "kind", cfg.model.kind) == cfg.model.kind
     assert len(config_hash(cfg)) == 16
 
 
