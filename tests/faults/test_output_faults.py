@@ -107,7 +107,8 @@ def test_paths_with_spaces_non_ascii_letters_and_equals_signs_through_every_comm
     cells = _cells(store)
     assert list(cells["status"]) == ["FINISHED"] and cells.iloc[0]["params.dataset.root"] == str(data)
     env = sweep_env(tmp_path)
-    for args in (["index", "--store", str(store)], ["doctor", "--store", str(store)]):
+    for args in (["index", "--store", str(store)], ["doctor", "--store", str(store)],
+                 ["compare", "--store", str(store)]):
         out = subprocess.run([sys.executable, "-m", "countboard.cli", *args], capture_output=True, text=True,
                              env=env, cwd=tmp_path, timeout=300)
         assert out.returncode == 0, (args, out.stderr[-2000:])
