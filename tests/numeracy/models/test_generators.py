@@ -61,6 +61,15 @@ def test_diffusers_generator_config_errors(tmp_path):
     gen = DiffusersGenerator(str(tmp_path / "missing"), local_files_only=True)
     with pytest.raises(ConfigError, match="cannot load diffusers pipeline"):
         gen.generate_batch(_specs(1), [0])
+    # the same, before any run exists: a folder without the pipeline, a hub id not cached while downloads are off
+    with pytest.raises(ConfigError, match="no model_index.json in"):
+        DiffusersGenerator.preflight({"hub_id": str(tmp_path / "missing")})
+    with pytest.raises(ConfigError, match="not in the Hugging Face cache"):
+        DiffusersGenerator.preflight({"hub_id": "nobody/no-such-pipeline", "local_files_only": True})
+
+
+def test_diffusers_generator_preflight_accepts_a_saved_pipeline(tiny_sd_dir):
+    DiffusersGenerator.preflight({"hub_id": str(tiny_sd_dir), "local_files_only": True})
 
 
 def test_error_model_probabilities_match_simulation():
