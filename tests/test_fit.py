@@ -90,7 +90,7 @@ def test_each_task_defaults_to_a_dataset_it_takes(hydra_init, task):
     (["model=oracle", "task=geckonum_autoeval"], "takes a text-to-image generator; model=oracle is a counter; "
                                                  "text-to-image generators: flux_schnell, procedural_good,"),
     (["model=box_oracle", "task=praco_mosaic", "dataset=synthetic_grounding"],
-     "model=box_oracle is a vision-language model; counters: class_blind, clipseg, grounding_dino, oracle, owlv2, "),
+     "model=box_oracle is a vision-language model; counters: class_blind, clipseg, "),
     (["model=procedural_good", "task=geckonum_autoeval", "model@task.evaluator=sd15"],
      "task=geckonum_autoeval takes a counter as task.evaluator; sd15 is a text-to-image generator; counters: "
      "class_blind, clipseg,"),
