@@ -22,7 +22,7 @@ def test_auto_classes_load_the_mm_grounding_dino_checkpoint(counter):
 
 
 def test_counts_match_unmodified_model_per_prompt(counter, make_items):
-    items = make_items(2, seed=21)
+    items = make_items(1, seed=21)
     feats = counter.encode_images(items)
     pairs = [(i, p) for i in range(len(items)) for p in PROMPTS]
     counts = counter.count([items[i] for i, _ in pairs], [p for _, p in pairs]).tolist()

@@ -57,7 +57,7 @@ def _direct_count(counter, item, prompt, threshold, nms_iou):
 
 
 def test_counts_match_unmodified_model_per_prompt(counter, make_items):
-    items = make_items(3, seed=31)
+    items = make_items(2, seed=31)
     feats = counter.encode_images(items)
     pairs = [(i, p) for i in range(len(items)) for p in PROMPTS]
     maps = counter.decode([feats[i] for i, _ in pairs], [p for _, p in pairs])
