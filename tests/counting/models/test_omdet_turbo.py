@@ -131,3 +131,13 @@ def test_counts_equal_the_processor_post_processing_without_nms(counter, make_it
                 assert counter.count([item], [prompt])[0] == inside.sum()
     finally:
         counter.nms_iou = 0.3
+
+
+def test_reduce_maps_reads_the_density_maps_sums(counter, make_items):
+    """The mosaic test's path (maps made and reduced on the device, one transfer) agrees with ``density``."""
+    items = make_items(2, seed=36)
+    pairs_items, pairs_prompts = [it for it in items for _ in PROMPTS], PROMPTS * 2
+    reduced = counter.reduce_maps(pairs_items, pairs_prompts, lambda i, m: [m.sum(), m[: m.shape[0] // 2].sum()])
+    maps = counter.density(pairs_items, pairs_prompts)
+    assert [[float(a), float(b)] for a, b in reduced] == [[float(m.sum()), float(m[: m.shape[0] // 2].sum())]
+                                                          for m in maps]

@@ -135,3 +135,13 @@ def test_without_torchvision_preflight_and_construction_say_what_to_install():
     with pytest.raises(ConfigError, match="needs torchvision"):
         Sam3Counter(model_id="facebook/sam3")
     assert "\n" not in sam3_module.torchvision_missing_message()
+
+
+def test_reduce_maps_reads_the_density_maps_sums(counter, make_items):
+    items = make_items(2, seed=56)
+    pairs_items, pairs_prompts = [it for it in items for _ in NAMES], NAMES * 2
+    reduced = counter.reduce_maps(pairs_items, pairs_prompts, lambda i, m: [m.sum(), m[:, : m.shape[1] // 2].sum()])
+    maps = counter.density(pairs_items, pairs_prompts)
+    assert [[float(a), float(b)] for a, b in reduced] == [[float(m.sum()), float(m[:, : m.shape[1] // 2].sum())]
+                                                          for m in maps]
+    assert sum(float(a) for a, _ in reduced) == 6.0
