@@ -12,6 +12,10 @@ the DETR encoder, decoder and scoring for all prompts of an image in one batch o
 ``vision_embeds`` input, broadcast to the batch). Each prompt's text features are computed once (the processor
 pads every prompt to 32 tokens) and cached. The mask decoder still runs inside the forward; its masks are not read.
 
+Pixels are made by ``preprocess.vit_pixel_values`` (PIL's bilinear resize on the device where the processor's
+settings allow it, else the processor itself); the processor's torchvision backend resizes with torchvision's
+antialiased bilinear filter, which may differ from PIL's by rounding (not measured here: no torchvision).
+
 SAM 3's image processor and model need torchvision (a CUDA build where there is a GPU, kept out of the base
 install): ``pip install 'countboard[sam3]'`` (``preflight`` says so in one line before any run is created).
 """
