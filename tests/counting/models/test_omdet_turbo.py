@@ -30,8 +30,9 @@ def _iou(a, b):
 
 
 def _library_outputs(counter, item, prompt):
-    """The unmodified model's full forward on the inputs ``OmDetTurboProcessor`` makes for one class."""
-    pixels = counter.image_processor(images=item.image, return_tensors="pt")["pixel_values"]
+    """The unmodified model's full forward on the inputs ``OmDetTurboProcessor`` makes for one class (pixels as the
+    adapter makes them: bit for bit the PIL backend's, ``tests/models/test_preprocess.py``)."""
+    pixels = grounding_dino_pixel_values([item.image], counter.image_processor, "cpu")[0]
     classes = counter.tokenizer([prompt], padding="max_length", truncation=True, max_length=77, return_tensors="pt")
     task = counter.tokenizer([f"Detect {prompt}."], padding="max_length", truncation=True, max_length=77,
                              return_tensors="pt")
@@ -67,6 +68,15 @@ def test_counts_match_unmodified_model_per_prompt(counter, make_items):
     assert counts == expected == [float(m.sum()) for m in maps]
     assert 0 < sum(counts) < 20 * len(pairs)  # the threshold cuts between the scores
     assert all(m.shape == items[i].size and m.dtype == np.float32 for (i, _), m in zip(pairs, maps, strict=True))
+
+
+def test_pixels_equal_the_image_processors_pil_backend(counter, make_items):
+    if type(counter.image_processor).__name__ != "DetrImageProcessorPil":
+        pytest.skip("the torchvision backend is loaded; its resize differs from PIL's by rounding")
+    for item in make_items(3, seed=37):
+        ref = counter.image_processor(images=item.image, return_tensors="pt")["pixel_values"]
+        torch.testing.assert_close(grounding_dino_pixel_values([item.image], counter.image_processor, "cpu")[0], ref,
+                                   rtol=0, atol=0)
 
 
 def test_scores_and_boxes_equal_the_full_forward(counter, make_items):
