@@ -1,4 +1,9 @@
-"""Grounding DINO as a detect-then-count counter.
+"""Grounding DINO and MM Grounding DINO (and LLMDet, its checkpoints) as a detect-then-count counter.
+
+The model and processor load through transformers' Auto classes for zero-shot object detection
+(``AutoModelForZeroShotObjectDetection``, ``AutoProcessor``), which resolve a checkpoint's ``model_type``
+(``grounding-dino`` or ``mm-grounding-dino``) to its classes; both share the structure used here (a backbone module
+under ``model.model.backbone``, the fusion encoder, the decoder) and the Grounding DINO processor.
 
 Grounding DINO fuses text and image features in its encoder, so only the image backbone (Swin + position
 embeddings) is prompt-independent. ``encode_images`` resizes and normalises the images on the model's device
@@ -29,6 +34,7 @@ from torch import nn
 
 from countboard.counting.models.detect_count import DetectionDecoding, boxes_from_cxcywh, fetch_selected
 from countboard.counting.models.prompt_batching import group_by_image
+from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
 from countboard.models.hf_loading import load_processor_and_model
@@ -66,11 +72,15 @@ class CachedBackbone(nn.Module):
         return maps, [p.expand(b, *p.shape[1:]) for p in self.cached.positions]
 
 
+#: ``model_type`` values of the checkpoints this counter runs (the Auto classes would load other detectors too).
+DINO_MODEL_TYPES = ("grounding-dino", "mm-grounding-dino")
+
+
 class GroundingDinoCounter(DetectionDecoding, Counter):
-    """Counts the Grounding DINO detections of a text prompt.
+    """Counts the Grounding DINO (or MM Grounding DINO / LLMDet) detections of a text prompt.
 
     Args:
-        model_id: Hub id or local directory with a ``GroundingDinoForObjectDetection`` and its processor.
+        model_id: Hub id or local directory with a Grounding DINO or MM Grounding DINO checkpoint and its processor.
         box_threshold: A counted detection's box score (best token probability) is above it.
         text_threshold: A counted detection has a token probability above it (the box carries the prompt's label).
         nms_iou: IoU above which overlapping detections are merged (``1.0`` disables NMS).
@@ -90,7 +100,7 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
                  text_threshold: float = 0.25, nms_iou: float = 0.5, prompt_template: str = "{}.",
                  prompt_batch_size: int = 8, device: str = "cpu"):
         super().__init__(device=device)
-        from transformers import GroundingDinoForObjectDetection, GroundingDinoProcessor
+        from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 
         self.model_id = model_id
         self.box_threshold = float(box_threshold)
@@ -99,7 +109,11 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
         self.prompt_template = prompt_template
         self.prompt_batch_size = int(prompt_batch_size)
         self.processor, self.model = load_processor_and_model(
-            GroundingDinoProcessor, GroundingDinoForObjectDetection, model_id, "Grounding DINO", device)
+            AutoProcessor, AutoModelForZeroShotObjectDetection, model_id, "Grounding DINO", device)
+        model_type = getattr(self.model.config, "model_type", "")
+        if model_type not in DINO_MODEL_TYPES:
+            raise ConfigError(f"model.model_id {model_id!r} is a {model_type!r} checkpoint, not one of "
+                              f"{list(DINO_MODEL_TYPES)}; choose the model option made for it (docs/counters.md)")
         self._backbone = CachedBackbone(self.model.model.backbone)
         self.model.model.backbone = self._backbone
 
