@@ -57,7 +57,7 @@ def test_image_features_are_computed_once_per_distinct_image(tiny_vlm_dirs):
     model.encoder = counted
     a, b = _images()
     model.ask([a] * 5 + [b] * 5, QUESTIONS[:1] * 10)
-    assert calls == [1, 1]
+    assert calls == [2]  # the two distinct images, in one call of the vision tower
 
 
 def test_prompts_chat_template_or_plain_prefix(tiny_vlm_dirs):

@@ -164,8 +164,13 @@ class AskedModel:
         keys = [k for k in inspect.signature(self.encoder).parameters if k in enc]
         first: dict[int, int] = {}
         owner = [first.setdefault(id(im), i) for i, im in enumerate(images)]
-        feats = {i: self.encoder(**{k: enc[k][i:i + 1] for k in keys}, return_dict=True).pooler_output
-                 for i in sorted(set(owner))}
+        firsts = sorted(set(owner))
+        pooled_all = self.encoder(**{k: enc[k][firsts] for k in keys}, return_dict=True).pooler_output
+        if len(pooled_all) == len(firsts):  # one entry per image (LLaVA's list, PaliGemma's batch): split it
+            feats = {i: pooled_all[j:j + 1] for j, i in enumerate(firsts)}
+        else:  # entries per crop (Idefics3's image splitting): one image at a time
+            feats = {i: self.encoder(**{k: enc[k][i:i + 1] for k in keys}, return_dict=True).pooler_output
+                     for i in firsts}
         per_pair = [feats[o] for o in owner]
         if isinstance(per_pair[0], torch.Tensor):
             pooled: Any = torch.cat(per_pair, dim=0)

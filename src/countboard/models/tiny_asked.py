@@ -42,8 +42,12 @@ def _text_config(vocab: dict[str, int], cls):
                bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
 
 
-def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0) -> Path:
-    """Save a seeded random ``arch`` model (``ARCHS``), its tokenizer and processor to ``path``; returns it."""
+def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, **vision: int) -> Path:
+    """Save a seeded random ``arch`` model (``ARCHS``), its tokenizer and processor to ``path``; returns it.
+
+    ``vision`` (LLaVA only: ``image_size``, ``layers``, ``hidden``) sizes the vision tower, so that a benchmark can
+    give it a realistic share of the work (the default tower is 32 px, one layer of width 32).
+    """
     import torch
     from transformers import GenerationConfig
 
@@ -51,7 +55,10 @@ def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0) -> Path
         raise ValueError(f"arch={arch!r}: use one of {', '.join(ARCHS)}")
     path = Path(path)
     torch.manual_seed(seed)
-    model, processor, vocab = {"llava": _llava, "paligemma": _paligemma, "idefics3": _idefics3}[arch]()
+    if vision and arch != "llava":
+        raise ValueError(f"vision tower sizes are for arch=llava, not {arch!r}")
+    model, processor, vocab = _llava(**vision) if arch == "llava" else \
+        {"paligemma": _paligemma, "idefics3": _idefics3}[arch]()
     suppress = [i for w, i in vocab.items() if w.startswith("<")]
     model.generation_config = GenerationConfig(suppress_tokens=suppress, bos_token_id=vocab["<s>"],
                                                eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
@@ -60,7 +67,7 @@ def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0) -> Path
     return path
 
 
-def _llava():
+def _llava(image_size: int = 32, layers: int = 1, hidden: int = 32):
     from transformers import (
         CLIPImageProcessorPil,
         CLIPVisionConfig,
@@ -71,12 +78,15 @@ def _llava():
     )
 
     tok, vocab = _tokenizer()
-    vision = CLIPVisionConfig(image_size=32, patch_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                              num_attention_heads=2, projection_dim=32)
+    vision = CLIPVisionConfig(image_size=image_size, patch_size=8 if image_size <= 64 else 16, hidden_size=hidden,
+                              intermediate_size=2 * hidden, num_hidden_layers=layers,
+                              num_attention_heads=max(2, hidden // 64), projection_dim=32)
     config = LlavaConfig(vision_config=vision, text_config=_text_config(vocab, LlamaConfig),
                          image_token_id=vocab["<image>"], vision_feature_layer=-1, projector_hidden_act="gelu")
-    images = CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    processor = LlavaProcessor(image_processor=images, tokenizer=tok, patch_size=8, num_additional_image_tokens=1,
+    images = CLIPImageProcessorPil(size={"shortest_edge": image_size},
+                                   crop_size={"height": image_size, "width": image_size})
+    processor = LlavaProcessor(image_processor=images, tokenizer=tok, patch_size=vision.patch_size,
+                               num_additional_image_tokens=1,
                                vision_feature_select_strategy="default", chat_template=CHAT_TEMPLATE)
     return LlavaForConditionalGeneration(config).eval(), processor, vocab
 
