@@ -28,3 +28,23 @@ def test_the_counters_family_declares_the_answers_tab():
 
     figs = [f for f in load_schema().families["counters"].figures if f.kind == "answers"]
     assert len(figs) == 1 and "answers" in family.DRAW and figs[0].get("samples") == "samples.parquet"
+
+
+def test_one_picked_run_shows_its_answers(monkeypatch):
+    import streamlit as st
+
+    import data
+    from pages import runs
+
+    samples = pd.DataFrame({"image_id": ["a"], "class_name": ["cats"], "gt": [3], "counts": [[3.0, 1.0]],
+                            "answers": [["3", "one"]]})
+    wide = pd.DataFrame(columns=["image_id", "class_name", "gt", "cats", "dogs"])
+    tables = {("r1", "samples.parquet"): samples, ("r1", "tables/negative_counts.parquet"): wide,
+              ("r2", "samples.parquet"): samples.drop(columns="answers")}
+    shown = []
+    monkeypatch.setattr(data, "read_table", lambda run, path: tables.get((run, path)))
+    monkeypatch.setattr(st, "dataframe", lambda df, **kw: shown.append(df))
+    runs.answers("r1")
+    assert shown[0][["prompt", "count", "answer"]].values.tolist() == [["cats", 3.0, "3"], ["dogs", 1.0, "one"]]
+    runs.answers("r2")  # counts only: nothing more is shown
+    assert len(shown) == 1
