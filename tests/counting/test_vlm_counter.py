@@ -19,7 +19,7 @@ from countboard.counting.tasks.praco_multiclass import PracoMulticlass
 from countboard.engine import _preflight_model
 from countboard.errors import ConfigError
 from countboard.models.tiny_asked import build_tiny_vlm, force_answer
-from countboard.numeracy.tasks.geckonum import _count_questions
+from countboard.numeracy.tasks.geckonum import _answered_questions
 from countboard.paths import conf_dir
 from countboard.results import RunContext
 
@@ -110,7 +110,7 @@ def test_pointing_answers_count_points_and_make_unit_mass_maps(counter, shapes, 
 def test_geckonum_judge_keeps_raw_answers_and_fails_unparsable_ones(counter, shapes, forced):
     forced("cats")
     item = shapes.load(shapes.image_ids[0])
-    counts, errors, answers = _count_questions(counter, [item, item], ["dogs", "cats"], ["u0", "u0"])
+    counts, errors, answers = _answered_questions(counter, [item, item], ["dogs", "cats"], ["u0", "u0"])
     assert np.isnan(counts).all() and answers == ["cats", "cats"] and "unparsable answer 'cats'" in errors["u0"]
 
 

@@ -125,10 +125,15 @@ def _unparsed_answers(said, owners: list[str]) -> dict[str, str]:
 
 
 def _count_questions(evaluator, items: list, prompts: list[str], owners: list[str]
-                     ) -> tuple[np.ndarray, dict[str, str], list[str | None]]:
-    """The evaluator's count per question (and the raw answer of a model asked in words, else None), batched; when
-    the batch raises, image by image, so that an image the counter fails on gets NaN counts and its error
-    (``{image id: error}``) instead of ending the job."""
+                     ) -> tuple[np.ndarray, dict[str, str]]:
+    """The evaluator's count per question, batched; when the batch raises, image by image, so that an image the
+    counter fails on gets NaN counts and its error (``{image id: error}``) instead of ending the job."""
+    return _answered_questions(evaluator, items, prompts, owners)[:2]
+
+
+def _answered_questions(evaluator, items: list, prompts: list[str], owners: list[str]
+                        ) -> tuple[np.ndarray, dict[str, str], list[str | None]]:
+    """``_count_questions``, with the raw answer to each question of a model asked in words (else None)."""
     answers: list[str | None] = [None] * len(items)
     if not items:
         return np.zeros(0), {}, answers
@@ -322,7 +327,7 @@ class GeckoNumAutoEval(Task):
                 items.append(item)
                 prompts.append(q.phrase)
                 owners.append(u)
-        counts, errors, answers = _count_questions(self.evaluator(ctx.device), items, prompts, owners)
+        counts, errors, answers = _answered_questions(self.evaluator(ctx.device), items, prompts, owners)
         records = []
         for u in unit_ids:
             im = images[u]
