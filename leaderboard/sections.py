@@ -335,3 +335,51 @@ def draw_pointing(ctx: Ctx, fig: FigureInfo) -> None:
     long["metric"] = long.metric.map(data.metric_display)
     st.plotly_chart(figures.bars(long, "label", "value", "metric", "Pointing game per model"),
                     key=f"{ctx.prefix}_pg")
+
+
+def answer_rows(samples: pd.DataFrame, classes: list[str] | None = None) -> pd.DataFrame | None:
+    """The parsed count beside the raw answer, one row per image and prompted class, of a model asked in words
+    (``answer`` in classic records, ``counts`` with ``answers`` in the negative and multi-class tests, ``classes``
+    in the order of those lists); None when the records hold no answers in words.
+
+    Example:
+        >>> answer_rows(pd.DataFrame({"image_id": ["a"], "counts": [[3.0, 0.0]], "answers": [["3", "none"]]}),
+        ...             ["cats", "dogs"]).to_dict("records")[1]
+        {'image_id': 'a', 'prompt': 'dogs', 'count': 0.0, 'answer': 'none'}
+    """
+    if "answer" in samples:
+        return samples[[c for c in ("image_id", "class_name", "gt", "count", "answer") if c in samples]]
+    if not {"answers", "counts"} <= set(samples.columns):
+        return None
+    rows = []
+    for rec in samples.to_dict("records"):
+        counts, answers = list(rec["counts"]), list(rec["answers"])
+        names = classes if classes is not None and len(classes) == len(counts) else \
+            [f"prompt {k + 1}" for k in range(len(counts))]
+        head = {k: rec[k] for k in ("image_id", "class_name", "gt") if k in rec}
+        rows += [{**head, "prompt": n, "count": c, "answer": a} for n, c, a in zip(names, counts, answers,
+                                                                                   strict=True)]
+    return pd.DataFrame(rows)
+
+
+def draw_answers(ctx: Ctx, fig: FigureInfo) -> None:
+    """Per image, what a model asked in words answered and the count read from it (``models.answers``)."""
+    st.subheader("Answers in words")
+    path = fig.get("samples", "samples.parquet")
+    entry = pick_entry(ctx, "answers", runs_with(ctx, path))
+    if entry is None:
+        widgets.missing("per-image records", path)
+        return
+    source = data.first_with(ctx.entry_runs(entry), path)
+    samples = data.read_table(source, path)
+    classes_table = data.read_table(source, fig.get("classes")) if fig.get("classes") else None
+    classes = list(classes_table.columns[3:]) if classes_table is not None else None
+    rows = answer_rows(samples, classes) if samples is not None else None
+    if rows is None:
+        st.info(f"{ctx.labels.get(entry, entry)} was not asked in words: its records hold counts only. Models "
+                "asked in words (model=vlm and its presets) show each raw answer beside its parsed count here; "
+                "unparsable answers are in the run's failures.json.")
+        return
+    st.caption("The count read from each answer by the documented rule (docs/counters.md, \"Models asked in "
+               "words\"); answers that state no count are failed units, listed in the run's failures.json.")
+    st.dataframe(rows, hide_index=True, key=f"{ctx.prefix}_answers")

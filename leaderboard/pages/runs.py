@@ -1,5 +1,6 @@
 """Runs page: every indexed run, filtered by sweep, family, status or text; pick two or more to compare them side
-by side (the params that differ, the metrics) here or in the MLflow UI's compare view."""
+by side (the params that differ, the metrics) here or in the MLflow UI's compare view; pick one run of a model
+asked in words to read its raw answers beside the parsed counts."""
 
 from __future__ import annotations
 
@@ -104,6 +105,21 @@ def main() -> None:
         compare(picked)
     elif len(picked) == 1:
         st.info("Select one more run to compare.")
+        answers(picked.iloc[0].run_id)
+
+
+def answers(run_id: str) -> None:
+    """The raw answers of a model asked in words beside its parsed counts, for one picked run that has them."""
+    import sections  # the figures' module: imported only when one run is picked
+    samples = data.read_table(run_id, "samples.parquet")
+    classes = data.read_table(run_id, "tables/negative_counts.parquet")
+    rows = sections.answer_rows(samples, list(classes.columns[3:]) if classes is not None else None) \
+        if samples is not None else None
+    if rows is not None:
+        st.subheader("Answers in words")
+        st.caption("Each raw answer beside the count read from it (docs/counters.md, \"Models asked in words\"); "
+                   "answers that state no count are failed units, in the run's failures.json.")
+        st.dataframe(rows, hide_index=True, key="runs_answers")
 
 
 if __name__ == "__main__":

@@ -186,9 +186,30 @@ def _preflight_model(cfg: DictConfig) -> None:
         cls = get_class(cfg.model._target_)
     except Exception:  # an unknown target is reported, with the valid keys, when the model is built
         return
+    node = OmegaConf.to_container(cfg.model, resolve=True)
     preflight = getattr(cls, "preflight", None)
     if preflight is not None:
-        preflight(OmegaConf.to_container(cfg.model, resolve=True))
+        preflight(node)
+    _check_localises(cfg, cls, node)
+
+
+def _check_localises(cfg: DictConfig, model_cls: Any, node: dict) -> None:
+    """A task that reads parts of the density maps (``needs_localisation``) refuses a counter whose maps locate
+    nothing (``Counter.localises``), before any run exists."""
+    from hydra.utils import get_class
+
+    from countboard.errors import ConfigError
+
+    try:
+        task_cls = get_class(cfg.task._target_)
+    except Exception:  # reported when the task is built
+        return
+    localises = getattr(model_cls, "localises", None)
+    if getattr(task_cls, "needs_localisation", False) and localises is not None and not localises(node):
+        raise ConfigError(f"task={cfg.task.get('name', '?')} needs counts per part of the image (each half of a "
+                          f"mosaic) and model={node.get('name', '?')} answers one number per question, which says "
+                          "nothing about where the objects are; run it on praco_negative, classic or "
+                          "praco_multiclass, or use a model that points (model.answers=points)")
 
 
 def run_job(cfg: DictConfig) -> str | None:

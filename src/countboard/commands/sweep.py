@@ -110,6 +110,10 @@ _VALUE_FLAGS = ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", 
 def unknown_key(argv: list[str]) -> str | None:
     """A message when a command-line override names a top-level or tracking key that does not exist.
 
+    Every override form Hydra accepts passes: ``key=value``, ``group=option``, ``group@package=option`` (checked
+    for its group only), ``+key=value``, ``++key=value`` and ``~key`` (left to Hydra, which adds, forces or
+    deletes them).
+
     Hydra refuses such keys too, but without saying which ones exist; model/dataset/task keys are checked against
     their class when the job starts (``config.check_node``).
     """
@@ -123,6 +127,12 @@ def unknown_key(argv: list[str]) -> str | None:
             continue
         key = arg.split("=", 1)[0]
         if "=" not in arg or key.startswith(("+", "~", "hydra")) or "/" in key:
+            continue
+        if "@" in key:  # `group@package=option`: an option of `group` placed at `package` (Hydra checks both)
+            group = key.split("@", 1)[0]
+            if group not in groups:
+                return (f"unknown config group `{group}` in `{arg}`; config groups: "
+                        f"{', '.join(sorted(groups - {'hydra'}))} (e.g. model@task.evaluator=<option>)")
             continue
         head, _, rest = key.partition(".")
         if head not in top and head not in groups:

@@ -46,6 +46,14 @@ class Counter(ABC):
     kind = "counter"
     #: True when ``encode_images`` does real work worth caching (image backbone features).
     caches_image_features: bool = False
+    #: False for a counter whose maps do not say where the objects are (a model that answers one number): tasks
+    #: that read parts of the maps refuse it (``localises(node)``).
+    localising: bool = True
+
+    @classmethod
+    def localises(cls, node: Mapping[str, Any]) -> bool:
+        """Whether the counter configured by ``node`` makes maps that locate objects (read before it is built)."""
+        return cls.localising
 
     def __init__(self, device: str = "cpu"):
         self.device = device
@@ -138,6 +146,47 @@ class CountedMap(np.ndarray):
 
     def __array_finalize__(self, obj: Any) -> None:
         self.count = getattr(obj, "count", float("nan"))
+
+
+class AnsweredCounts(np.ndarray):
+    """Counts read from answers in words (``decode_counts`` of a model asked in words): the raw ``answers``, and
+    per pair the ``errors`` of those that state no count (their count is NaN, never 0).
+
+    Example:
+        >>> c = AnsweredCounts([3.0, float("nan")], ["3", "no idea"], [None, "the answer declines to count"])
+        >>> answer_fields(c, 0, 2), unparsed(c, 0, 2)
+        ({'answers': ['3', 'no idea']}, "unparsable answer 'no idea' (the answer declines to count)")
+    """
+
+    answers: list[str]
+    errors: list[str | None]
+
+    def __new__(cls, counts: Sequence[float], answers: Sequence[str], errors: Sequence[str | None]
+                ) -> AnsweredCounts:
+        out = np.asarray(counts, dtype=np.float64).view(cls)
+        out.answers, out.errors = [str(a) for a in answers], list(errors)
+        return out
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.answers = getattr(obj, "answers", [])
+        self.errors = getattr(obj, "errors", [])
+
+
+def answer_fields(counts: Any, start: int, stop: int) -> dict[str, list[str]]:
+    """``{"answers": [...]}`` of pairs ``start:stop`` when ``counts`` came from answers in words, else ``{}``:
+    what a task adds to a record so that the raw answers sit next to the parsed counts."""
+    answers = getattr(counts, "answers", None)
+    return {"answers": list(answers[start:stop])} if answers else {}
+
+
+def unparsed(counts: Any, start: int, stop: int) -> str | None:
+    """Why pairs ``start:stop`` have no count (the first unparsable answer, quoted), or None: such a unit fails
+    with this message, which keeps the raw answer."""
+    errors = getattr(counts, "errors", None) or []
+    for k, err in enumerate(errors[start:stop]):
+        if err:
+            return f"unparsable answer {counts.answers[start + k]!r} ({err})"
+    return None
 
 
 def map_count(density: np.ndarray) -> float:

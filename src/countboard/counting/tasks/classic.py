@@ -6,12 +6,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from countboard.counting.tasks.praco import error_record, load_images, select_classes
 from countboard.items import ImageDataset
 from countboard.metrics import bootstrap
 from countboard.metrics.counting import classic_metrics, classic_units
+from countboard.models.base import answer_fields, unparsed
 from countboard.results import RunContext, Task, TaskResult
 from countboard.tracking import tags as tg
 
@@ -45,16 +47,27 @@ class ClassicCounting(Task):
     def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         records: dict[str, dict] = {}
         loaded = load_images(dataset, unit_ids, ctx, records)
+
+        def count(chunk: list) -> list[tuple[float, dict, str | None]]:
+            counts = model.count(chunk, [it.class_name for it in chunk])
+            # a model asked in words: its raw answer beside the count, or why the answer states none
+            return [(float(c), answer_fields(counts, k, k + 1), unparsed(counts, k, k + 1))
+                    for k, c in enumerate(counts)]
+
         # a failed batch is counted again image by image, so that an image fails alone (a class a closed-vocabulary
         # detector does not know fails its own images, not their batch mates)
-        for chunk, counts in ctx.isolated(loaded, lambda chunk: model.count(chunk, [it.class_name for it in chunk])):
-            for item, count in zip(chunk, counts, strict=True):
-                if isinstance(count, Exception):
-                    records[item.image_id] = error_record(item.image_id, "counting failed", count)
+        for chunk, counted in ctx.isolated(loaded, count):
+            for item, out in zip(chunk, counted, strict=True):
+                if isinstance(out, Exception):
+                    records[item.image_id] = error_record(item.image_id, "counting failed", out)
+                    continue
+                value, answer, bad = out
+                if bad:  # a model asked in words that stated no count: failed, with its raw answer
+                    records[item.image_id] = {"unit_id": item.image_id, "error": bad}
                     continue
                 records[item.image_id] = {"unit_id": item.image_id, "image_id": item.image_id,
                                           "class_name": item.class_name, "gt": int(dataset.count_of(item.image_id)),
-                                          "count": float(count)}
+                                          "count": value, **({"answer": answer["answers"][0]} if answer else {})}
         return [records[u] for u in unit_ids]
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
@@ -64,4 +77,10 @@ class ClassicCounting(Task):
             log.warning("%d images with ground truth 0 are left out of MAPE", metrics["n_gt_zero"])
         metrics.update(bootstrap.interval_metrics(classic_units(pred, gt)))
         metrics["n_images"] = len(gt)
+        if "answer" in records:  # a model asked in words: its parsed counts and lmms-eval's strict convention
+            from countboard.models.answers import strict_match
+
+            metrics["answer_exact_acc"] = float(100 * (pred == gt).mean())
+            metrics["lmms_countbench_acc"] = float(100 * np.mean([strict_match(a, g) for a, g in
+                                                                  zip(records["answer"], gt, strict=True)]))
         return TaskResult(metrics=metrics, tags={tg.BOOTSTRAP: bootstrap.describe()})

@@ -58,7 +58,7 @@ from countboard.metrics.praco_official import (
     official_mosaic_cells,
     official_negative_metrics,
 )
-from countboard.models.base import map_count
+from countboard.models.base import answer_fields, map_count, unparsed
 from countboard.results import RunContext, Task, TaskResult
 from countboard.tracking import tags as tg
 
@@ -130,28 +130,35 @@ def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classe
             records.update({it.image_id: error_record(it.image_id, "encoding the image failed", features)
                             for it in chunk})
             continue
-        batched = None
+        batched = flat = None
         if not with_maps:  # counts only: every pair of the chunk in one call (one transfer from the device)
             try:
                 flat = model.decode_counts([f for f in features for _ in classes], list(classes) * len(chunk))
                 batched = np.asarray(flat, dtype=np.float64).reshape(len(chunk), len(classes))
             except Exception:  # found again image by image below, so that one bad image fails alone
                 batched = None
+        n = len(classes)
         for k, (item, feat) in enumerate(zip(chunk, features, strict=True)):
             maps = None
             try:
                 if batched is not None:
-                    counts = batched[k].tolist()
+                    counts, said, lo = batched[k].tolist(), flat, k * n
                 elif with_maps:
-                    maps = model.decode([feat] * len(classes), classes)
-                    counts = [map_count(m) for m in maps]
+                    maps = model.decode([feat] * n, classes)
+                    counts, said, lo = [map_count(m) for m in maps], None, 0
                 else:
-                    counts = np.asarray(model.decode_counts([feat] * len(classes), classes), float).tolist()
+                    said, lo = model.decode_counts([feat] * n, classes), 0
+                    counts = np.asarray(said, float).tolist()
             except Exception as exc:
                 records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
                 continue
+            bad = unparsed(said, lo, lo + n)
+            if bad:  # a model asked in words that stated no count: the unit fails with its raw answer
+                records[item.image_id] = {"unit_id": item.image_id, "error": bad}
+                continue
             try:
-                records[item.image_id] = record(item, counts, maps) if with_maps else record(item, counts)
+                records[item.image_id] = {**(record(item, counts, maps) if with_maps else record(item, counts)),
+                                          **answer_fields(said, lo, lo + n)}
             except Exception as exc:
                 records[item.image_id] = error_record(item.image_id, "scoring the density maps failed", exc)
     return [records[u] for u in unit_ids]
@@ -273,6 +280,8 @@ class PracoMosaic(Task):
                           "keep_maps": "whether the predicted maps are saved as well"}
     path_params = ("pairs_file",)
     grid = max(GRIDS)
+    #: The record reads both halves of each mosaic's map: a counter whose maps locate nothing is refused.
+    needs_localisation = True
 
     def __init__(self, orientation: str = "vertical", tile_size: Sequence[int] | None = None,
                  classes: Sequence[str] | None = None, seed: int | None = None, n_figures: int = 8,

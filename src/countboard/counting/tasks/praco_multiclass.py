@@ -80,23 +80,25 @@ class PracoMulticlass(Task):
     def run_units(self, model: Any, dataset: Any, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
         classes = dataset.classes
 
-        def record(item: ImageItem, counts: list[float], maps: list[np.ndarray]) -> dict:
+        def record(item: ImageItem, counts: list[float], maps: list[np.ndarray] | None = None) -> dict:
             gt = dataset.counts_of(item.image_id)
             sums = []
             for k, cls in enumerate(classes):
-                if gt[cls] > 0:
+                if gt[cls] > 0 and maps is not None:
                     truth = _gt_map(dataset, item, cls)
                     cells = localized_class_sums(np.asarray(maps[k]), truth)
                     sums.append(np.concatenate([cells[n] for n in OFFICIAL_GRIDS]).tolist())
             out = {"unit_id": item.image_id, "image_id": item.image_id, "counts": counts,
                    "gt_counts": [int(gt[c]) for c in classes], SUMS_FIELD: sums}
-            if self.keep_maps:
+            if self.keep_maps and maps is not None:
                 buf = io.BytesIO()
                 np.savez_compressed(buf, **{c: np.asarray(m, np.float32) for c, m in zip(classes, maps, strict=True)})
                 out[MAPS_FIELD] = buf.getvalue()
             return out
 
-        return prompt_every_class(model, dataset, unit_ids, classes, ctx, record, with_maps=True)
+        # a counter whose maps locate nothing (a model that answers one number) gives counts only: no localized sums
+        localising = getattr(model, "localising", True)
+        return prompt_every_class(model, dataset, unit_ids, classes, ctx, record, with_maps=localising)
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: Any, ctx: RunContext) -> TaskResult:
         classes = dataset.classes

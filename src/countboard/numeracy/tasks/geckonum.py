@@ -31,7 +31,7 @@ from PIL import Image
 from countboard.config import instantiate_node
 from countboard.errors import ConfigError
 from countboard.items import GeneratedImage, ImageItem
-from countboard.models.base import Generator
+from countboard.models.base import Generator, unparsed
 from countboard.numeracy.datasets.prompts import PromptSet, PromptSpec
 from countboard.numeracy.release import image_id, read_annotations
 from countboard.numeracy.scoring import score_annotations
@@ -107,25 +107,56 @@ def _counted_right(count: float, target: int) -> bool:
     return bool(np.isfinite(count)) and round(count) == target
 
 
+def _fill_answers(answers: list[str | None], said, idx) -> None:
+    """Put the raw answers of a model asked in words (``AnsweredCounts.answers``) at the question indices."""
+    for k, a in zip(idx, getattr(said, "answers", None) or (), strict=False):
+        answers[k] = a
+
+
+def _unparsed_answers(said, owners: list[str]) -> dict[str, str]:
+    """``{image id: why}`` for the images whose evaluator (a model asked in words) gave an answer stating no count:
+    its count is NaN (never right) and the raw answer is kept in the message."""
+    out: dict[str, str] = {}
+    for k, owner in enumerate(owners):
+        bad = unparsed(said, k, k + 1)
+        if bad and owner not in out:
+            out[owner] = bad
+    return out
+
+
 def _count_questions(evaluator, items: list, prompts: list[str], owners: list[str]
                      ) -> tuple[np.ndarray, dict[str, str]]:
     """The evaluator's count per question, batched; when the batch raises, image by image, so that an image the
     counter fails on gets NaN counts and its error (``{image id: error}``) instead of ending the job."""
+    return _answered_questions(evaluator, items, prompts, owners)[:2]
+
+
+def _answered_questions(evaluator, items: list, prompts: list[str], owners: list[str]
+                        ) -> tuple[np.ndarray, dict[str, str], list[str | None]]:
+    """``_count_questions``, with the raw answer to each question of a model asked in words (else None)."""
+    answers: list[str | None] = [None] * len(items)
     if not items:
-        return np.zeros(0), {}
+        return np.zeros(0), {}, answers
     try:
-        return _finite_counts(np.asarray(evaluator.count(items, prompts), dtype=np.float64), owners, {})
+        said = evaluator.count(items, prompts)
+        _fill_answers(answers, said, range(len(items)))
+        counts, errors = _finite_counts(np.asarray(said, dtype=np.float64), owners, _unparsed_answers(said, owners))
+        return counts, errors, answers
     except Exception:  # find the images it fails on
         pass
     counts, errors = np.full(len(items), np.nan), {}
     for u in dict.fromkeys(owners):
         idx = [k for k, o in enumerate(owners) if o == u]
         try:
-            counts[idx] = evaluator.count([items[k] for k in idx], [prompts[k] for k in idx])
+            said = evaluator.count([items[k] for k in idx], [prompts[k] for k in idx])
+            counts[idx] = said
+            _fill_answers(answers, said, idx)
+            errors.update(_unparsed_answers(said, [u] * len(idx)))
         except Exception as exc:
             errors[u] = f"{type(exc).__name__}: {exc}"
             log.warning("the evaluator failed on %s: %s", u, errors[u])
-    return _finite_counts(counts, owners, errors)
+    counts, errors = _finite_counts(counts, owners, errors)
+    return counts, errors, answers
 
 
 def _finite_counts(counts: np.ndarray, owners: list[str], errors: dict[str, str]
@@ -296,7 +327,7 @@ class GeckoNumAutoEval(Task):
                 items.append(item)
                 prompts.append(q.phrase)
                 owners.append(u)
-        counts, errors = _count_questions(self.evaluator(ctx.device), items, prompts, owners)
+        counts, errors, answers = _answered_questions(self.evaluator(ctx.device), items, prompts, owners)
         records = []
         for u in unit_ids:
             im = images[u]
@@ -312,6 +343,8 @@ class GeckoNumAutoEval(Task):
                 "cc_success": int(all(_counted_right(c, t) for c, t in zip(got, targets, strict=True))),
                 "evaluator_error": errors.get(u),
             }  # fmt: skip
+            if any(a is not None for a in answers):  # a model asked in words: its raw answers beside the counts
+                rec["evaluator_answers"] = json.dumps([a for a, o in zip(answers, owners, strict=True) if o == u])
             if im.drawn_counts is not None:
                 drawn = [sum(int(im.drawn_counts[n]) for n in q.nouns) for q in questions]
                 rec["drawn"] = json.dumps(drawn)
