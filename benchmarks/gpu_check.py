@@ -29,9 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
@@ -86,18 +89,23 @@ class Check:
             print(f"== {step}: {' '.join(args)}", flush=True)
             t0 = time.perf_counter()
             proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace")
-            try:
+                                    text=True, errors="replace", start_new_session=True)
+
+            def copy() -> None:
                 for line in proc.stdout:
                     log.write(line)
                     sys.stdout.write(line)
-                rc = proc.wait(timeout=max(1.0, timeout - (time.perf_counter() - t0)))
-            except subprocess.TimeoutExpired:
-                proc.kill()
+
+            reader = threading.Thread(target=copy, daemon=True)
+            reader.start()
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:  # a step that hangs is stopped; the steps after it still run
+                os.killpg(proc.pid, signal.SIGKILL)  # with the workers it started
+                proc.wait()
                 rc = 124
-            if time.perf_counter() - t0 > timeout:  # the output loop itself outlived the limit
-                proc.kill()
-                rc = 124
+                log.write(f"\n== {step}: stopped after {timeout:.0f} s\n")
+            reader.join(timeout=10)
             seconds = time.perf_counter() - t0
             log.write(f"== {step}: exit {rc} after {seconds:.1f} s\n")
         print(f"== {step}: exit {rc} after {seconds:.1f} s", flush=True)
@@ -253,6 +261,7 @@ class Check:
             {"device": self.device_name(), "quick": self.quick, "seconds": round(seconds, 1), "steps": self.steps,
              "targets": [asdict(t) for t in self.targets]}, indent=1))
         print("\n" + table, flush=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
         return 0 if all(t.status != "FAIL" for t in self.targets) else 1
 
     def device_name(self) -> str:
