@@ -174,10 +174,10 @@ class Check:
                     bool(values) and len(values) == len(busy) == 4 and min(values) >= 85, self.gpu)
         for counter in COUNTERS:
             vs = (row(counter, "bf16") or {}).get("vs_fp32")
-            figure = ("not measured" if vs is None else f"{vs['within_tolerance']} of {vs['pairs']} pairs (max |d| "
-                      f"{vs['max_abs_diff']:.2f}, {vs['changed']} rounded counts changed)")
+            figure = ("not measured" if vs is None else f"{vs['within_tolerance']} of {vs['pairs']} pairs (largest "
+                      f"difference {vs['max_abs_diff']:.2f}, {vs['changed']} rounded counts changed)")
             self.target(f"{counter} bf16 counts within tolerance of fp32", figure,
-                        "every pair: |d| <= max(1, 10% of fp32)",
+                        "every pair within max(1, 10% of fp32)",
                         vs is not None and vs["within_tolerance"] == vs["pairs"], self.gpu)
 
     # --- 3. the generator ---------------------------------------------------------------------------------------
