@@ -17,7 +17,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.countboard-installed
 PYTEST := HF_HUB_OFFLINE=1 $(PY) -m pytest
 
-.PHONY: install demo test test-slow test-all test-integration lint bench bench-quick clean-store
+.PHONY: install demo test test-slow test-all test-integration lint bench bench-quick clean-store gpu-wheels gpu-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,19 @@ bench: install
 
 bench-quick: install
 	@for b in $(BENCHES); do echo "== $$b --quick"; HF_HUB_OFFLINE=1 $(PY) $$b --quick || exit 1; done
+
+# The GPU check (README, "GPU"): `make gpu-wheels` where PyPI is reachable downloads into .gpu/wheels what the GPU
+# machine's Python lacks (benchmarks/gpu/wheels.txt); `make gpu-check` runs every GPU claim's check there, writing
+# its reports to $$OUT or ./gpu-check; `make gpu-check DEVICE=cpu QUICK=1` runs the same steps on the CPU.
+DEVICE ?= cuda
+QUICK ?=
+GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),python3)
+
+gpu-wheels:
+	$(PYTHON) benchmarks/gpu_wheels.py --dest .gpu/wheels
+
+gpu-check:
+	DEVICE=$(DEVICE) QUICK=$(QUICK) PYTHON=$(GPU_PYTHON) bash benchmarks/gpu_check.sh
 
 clean-store:
 	rm -rf $(STORE)/mlflow.db $(STORE)/artifacts $(STORE)/index.duckdb

@@ -15,7 +15,11 @@ seeds four ways, side by side in one process, in images/s:
 
 Each path runs ``--repeats`` times, interleaved with the others, and its best time counts.
 
-It prints the rates and the ratios pipeline / sweep (the target is at most 1.2) and unet / pipeline. Everything runs
+``--size sd15`` is Stable Diffusion 1.5's architecture (860 M-parameter UNet, 512 px, 77-token CLIP ViT-L text
+encoder; random weights saved in float16), the size of the GPU targets.
+
+It prints the rates and the ratios pipeline / sweep (the target is at most 1.2) and unet / pipeline (``--json PATH``
+also writes them). Everything runs
 under ``countboard.models.precision.numerics(--device, --precision)`` as a sweep job does; ``--dtype`` is the
 model's ``dtype`` (``float16`` by default on CUDA, as the presets; half precision falls back to float32 on CPU).
 
@@ -25,6 +29,7 @@ model's ``dtype`` (``float16`` by default on CUDA, as the presets; half precisio
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -34,7 +39,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' tiny-model builders
 
-from tests.fixtures.tiny_models import build_tiny_sd  # noqa: E402
+from tests.fixtures.tiny_models import build_sd15_size, build_tiny_sd  # noqa: E402
 
 from countboard.models.precision import numerics  # noqa: E402
 from countboard.numeracy.datasets.prompts import Entity, PromptSet, PromptSpec  # noqa: E402
@@ -46,6 +51,7 @@ SIZES = {  # image px, UNet block widths, VAE blocks (latents = px / 2**(blocks 
     "tiny": (16, (8, 16), 2),
     "small": (256, (32, 64), 4),
     "wide": (512, (32, 64), 4),
+    "sd15": (512, None, 4),  # Stable Diffusion 1.5's architecture (build_sd15_size)
 }
 NOUNS = ("red circle", "blue square", "green triangle", "yellow star")
 
@@ -93,7 +99,10 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     px, channels, vae_blocks = SIZES[args.size]
     height = width = args.image_size or px
     tmp = Path(tempfile.mkdtemp(prefix="gen-bench-"))
-    build_tiny_sd(tmp / "sd", image_size=height, unet_channels=channels, vae_blocks=vae_blocks)
+    if args.size == "sd15":
+        build_sd15_size(tmp / "sd")
+    else:
+        build_tiny_sd(tmp / "sd", image_size=height, unet_channels=channels, vae_blocks=vae_blocks)
     gen = DiffusersGenerator(str(tmp / "sd"), dtype=args.dtype, steps=args.steps, guidance=args.guidance,
                              height=height, width=width, local_files_only=True, device=args.device,
                              batch_size=args.batch)
@@ -165,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each path, interleaved; the best counts")
     parser.add_argument("--quick", action="store_true", help="tiny pipeline, 4 images, 2 steps")
+    parser.add_argument("--json", default=None, help="also write the rates and the run's settings to this file")
     args = parser.parse_args(argv)
     if args.quick:
         args.size, args.images, args.batch, args.steps, args.repeats, args.threads = "tiny", 4, 2, 2, 2, 1
@@ -186,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
         print("--quick checks the script: its calls take milliseconds, too short for the ratios to mean anything")
     print(f"saving one image as PNG on the host: level 6 {rates['png6_ms']:.1f} ms, level 1 {rates['png1_ms']:.1f} ms "
           f"(the pipeline's time per image: {1000 / rates['pipeline']:.1f} ms)")
+    if args.json:
+        settings = {k: getattr(args, k) for k in ("device", "precision", "dtype", "size", "images", "batch", "steps",
+                                                  "guidance", "repeats")}
+        Path(args.json).write_text(json.dumps({**settings, "image_px": px, "rates": rates,
+                                               "pipeline_over_sweep": rates["pipeline"] / rates["sweep"]}, indent=1))
     return 0
 
 

@@ -25,14 +25,19 @@ Where the time goes, for the cached mode on the same pairs:
   (CUDA: ``max_memory_allocated``; CPU: the process's peak RSS).
 
 Everything runs under ``countboard.models.precision.numerics(--device, --precision)``, as a sweep job does.
+``--precision`` takes a comma list (``fp32,bf16``): each counter is built once and measured in each; the counts of
+a precision other than fp32 are compared with the fp32 counts of the same pairs (``within_tolerance``, the
+tolerance of ``docs/counters.md``). ``--json PATH`` writes every row, counts included.
 
     python benchmarks/praco_throughput.py --images 6 --classes 10 --device cpu --precision fp32
+    python benchmarks/praco_throughput.py --device cuda --counters owlv2,clipseg --precision fp32,bf16 --json r.json
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import resource
 import sys
 import tempfile
@@ -301,7 +306,33 @@ def candidates_per_pair(counter: Counter, items, classes) -> float | None:
     return float(candidates(boxes, scores, sizes, counter.score_threshold).sum(dim=1).double().mean())
 
 
-def measure(name: str, counter: Counter, items, classes, batch_size: int, device: str) -> dict:
+#: How far a half-precision count may be from the fp32 count of the same pair (docs/counters.md, "Devices and
+#: precision"): one object, or 10 % of the fp32 count where that is more.
+COUNT_TOLERANCE_ABS, COUNT_TOLERANCE_REL = 1.0, 0.10
+
+
+def within_tolerance(counts: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Per pair: is ``counts`` within the documented tolerance of the fp32 ``reference``?
+
+    >>> within_tolerance(np.array([3.0, 21.0, 30.0]), np.array([2.0, 20.0, 20.0])).tolist()
+    [True, True, False]
+    """
+    reference = np.asarray(reference, dtype=np.float64)
+    bound = np.maximum(COUNT_TOLERANCE_ABS, COUNT_TOLERANCE_REL * np.abs(reference))
+    return np.abs(np.asarray(counts, dtype=np.float64) - reference) <= bound + 1e-9
+
+
+def compare_counts(counts, reference) -> dict:
+    """How a precision's counts differ from the fp32 counts of the same pairs."""
+    counts, reference = np.asarray(counts, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    diff = np.abs(counts - reference)
+    return {"pairs": int(diff.size), "changed": int((np.round(counts) != np.round(reference)).sum()),
+            "max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()),
+            "within_tolerance": int(within_tolerance(counts, reference).sum())}
+
+
+def measure(name: str, counter: Counter, items, classes, batch_size: int, device: str, repeats: int = 1) -> dict:
+    """``repeats``: runs of the cached mode and of the forward, timed together (a longer window for GPU busy %)."""
     # warm-up on the shapes each mode then runs (lazy inits, the allocator, oneDNN's kernels for each new shape), as
     # the forward bound is warmed on its own
     run_cached(counter, items, classes, batch_size)
@@ -312,7 +343,8 @@ def measure(name: str, counter: Counter, items, classes, batch_size: int, device
     _sync(device)
     with GpuBusy(device) as busy:
         t0 = time.perf_counter()
-        cached = run_cached(counter, items, classes, batch_size)
+        for _ in range(repeats):
+            cached = run_cached(counter, items, classes, batch_size)
         _sync(device)
         t1 = time.perf_counter()
     _clear_text_cache(counter)
@@ -323,7 +355,8 @@ def measure(name: str, counter: Counter, items, classes, batch_size: int, device
     forward()  # warm-up on these shapes
     _sync(device)
     t3 = time.perf_counter()
-    forward()
+    for _ in range(repeats):
+        forward()
     _sync(device)
     t4 = time.perf_counter()
     with null_model(name, counter):
@@ -334,12 +367,41 @@ def measure(name: str, counter: Counter, items, classes, batch_size: int, device
         _sync(device)
         t6 = time.perf_counter()
     pairs = len(items) * len(classes)
-    return {"counter": name, "pairs": pairs, "cached_s": t1 - t0, "per_pair_s": t2 - t1,
-            "cached_pairs_per_s": pairs / (t1 - t0), "per_pair_pairs_per_s": pairs / (t2 - t1),
-            "speedup": (t2 - t1) / (t1 - t0), "max_count_diff": float(np.abs(cached - per_pair).max()),
-            "forward_pairs_per_s": pairs / (t4 - t3), "ratio": (t4 - t3) / (t1 - t0),
+    cached_s, forward_s = (t1 - t0) / repeats, (t4 - t3) / repeats
+    return {"counter": name, "pairs": pairs, "cached_s": cached_s, "per_pair_s": t2 - t1,
+            "cached_pairs_per_s": pairs / cached_s, "per_pair_pairs_per_s": pairs / (t2 - t1),
+            "speedup": (t2 - t1) / cached_s, "max_count_diff": float(np.abs(cached - per_pair).max()),
+            "forward_pairs_per_s": pairs / forward_s, "ratio": forward_s / cached_s,
             "host_ms_per_pair": 1e3 * (t6 - t5) / pairs, "gpu_busy": busy.percent, "peak": peak_memory(device),
-            "candidates": candidates_per_pair(counter, items, classes)}
+            "candidates": candidates_per_pair(counter, items, classes), "counts": cached.ravel().tolist()}
+
+
+def _build(name: str, args, tmp: Path, classes, parser) -> tuple[Counter, str]:
+    if name in ("clipseg", "owlv2") and args.size == "tiny":
+        return build_tiny(name, tmp, args.device), "tiny random model of the tests"
+    if name == "clipseg":
+        return build_clipseg(tmp, args.device), "random weights, clipseg-rd64-refined size"
+    if name == "owlv2":
+        return build_owlv2(tmp, args.owl_image_size, args.device), f"random weights, B/16 @ {args.owl_image_size}"
+    if name == "shapecount":
+        return build_shapecount(tmp, Path(args.data_dir), classes, args.device)
+    parser.error(f"unknown counter {name!r}")
+
+
+def _print_row(row: dict) -> None:
+    vs = row.get("vs_fp32")
+    print(f"{row['counter']:<11} ({row['note']}; {row['device']}, {row['precision']}): cached "
+          f"{row['cached_pairs_per_s']:8.2f} pairs/s | per-pair {row['per_pair_pairs_per_s']:8.2f} pairs/s | speedup "
+          f"{row['speedup']:5.1f}x | max |count diff| {row['max_count_diff']:.2e}\n{'':<11} model-only forward "
+          f"{row['forward_pairs_per_s']:8.2f} pairs/s | cached/forward {row['ratio']:.2f} | host (null "
+          f"model) {row['host_ms_per_pair']:.3f} ms/pair | GPU busy {row['gpu_busy']} | peak {row['peak']}"
+          + ("" if row["candidates"] is None else
+             f"\n{'':<11} NMS candidates per pair (score above threshold, centre in image): {row['candidates']:.0f}")
+          + ("" if vs is None else
+             f"\n{'':<11} vs fp32: {vs['changed']} of {vs['pairs']} rounded counts changed, max |d| "
+             f"{vs['max_abs_diff']:.2f}, mean |d| {vs['mean_abs_diff']:.3f}, {vs['within_tolerance']} of "
+             f"{vs['pairs']} within tolerance"),
+          flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--counters", default="clipseg,shapecount", help="comma list of clipseg, shapecount, owlv2")
     parser.add_argument("--owl-image-size", type=int, default=960)
     parser.add_argument("--batch-size", type=int, default=8, help="images per encode_images call (cached mode)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of the cached mode and of the forward, timed together (GPU busy %% over longer)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data-dir", default="data")
     parser.add_argument("--quick", action="store_true", help="2 images x 5 classes, CLIPSeg only")
@@ -356,14 +420,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="full: random models at the real architectures' size; tiny: the tests' tiny random "
                              "OWLv2 and CLIPSeg (tests/fixtures/tiny_models.py)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--precision", default="fp32", help="fp32, tf32, bf16 or fp16 (as the sweep key)")
+    parser.add_argument("--precision", default="fp32",
+                        help="fp32, tf32, bf16 or fp16 (as the sweep key), or a comma list of them")
+    parser.add_argument("--json", default=None, help="also write every row (counts included) to this file")
     args = parser.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device cuda but torch sees no CUDA device")
     if args.quick:
         args.images, args.classes, args.counters = 2, 5, "clipseg"
+    precisions = args.precision.split(",")
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
+    rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         ds = SyntheticShapes(tmp / "shapes", split="test", n_classes=args.classes)
@@ -371,32 +439,21 @@ def main(argv: list[str] | None = None) -> int:
         items = [ds.load(i) for i in ds.image_ids[: args.images]]
         print(f"{len(items)} images x {len(classes)} prompts = {len(items) * len(classes)} pairs; "
               f"torch threads {torch.get_num_threads()}")
-        rows = []
         for name in args.counters.split(","):
-            if name in ("clipseg", "owlv2") and args.size == "tiny":
-                counter, note = build_tiny(name, tmp, args.device), "tiny random model of the tests"
-            elif name == "clipseg":
-                counter, note = build_clipseg(tmp, args.device), "random weights, clipseg-rd64-refined size"
-            elif name == "owlv2":
-                counter = build_owlv2(tmp, args.owl_image_size, args.device)
-                note = f"random weights, B/16 @ {args.owl_image_size}"
-            elif name == "shapecount":
-                counter, note = build_shapecount(tmp, Path(args.data_dir), classes, args.device)
-            else:
-                parser.error(f"unknown counter {name!r}")
-            with torch.inference_mode(), numerics(args.device, args.precision):
-                row = measure(name, counter, items, classes, args.batch_size, args.device)
-            rows.append(row)
-            print(f"{name:<11} ({note}; {args.device}, {args.precision}): cached {row['cached_pairs_per_s']:8.2f} "
-                  f"pairs/s | per-pair {row['per_pair_pairs_per_s']:8.2f} pairs/s | speedup {row['speedup']:5.1f}x | "
-                  f"max |count diff| {row['max_count_diff']:.2e}\n{'':<11} model-only forward "
-                  f"{row['forward_pairs_per_s']:8.2f} pairs/s | cached/forward {row['ratio']:.2f} | host (null "
-                  f"model) {row['host_ms_per_pair']:.3f} ms/pair | GPU busy {row['gpu_busy']} | peak {row['peak']}"
-                  + ("" if row["candidates"] is None else
-                     f"\n{'':<11} NMS candidates per pair (score above threshold, centre in image): "
-                     f"{row['candidates']:.0f}"),
-                  flush=True)
+            counter, note = _build(name, args, tmp, classes, parser)
+            for precision in precisions:
+                with torch.inference_mode(), numerics(args.device, precision):
+                    row = measure(name, counter, items, classes, args.batch_size, args.device, args.repeats)
+                row.update(note=note, device=args.device, precision=precision, batch_size=args.batch_size,
+                           images=len(items), classes=len(classes))
+                reference = next((r for r in rows if r["counter"] == name and r["precision"] == "fp32"), None)
+                if precision != "fp32" and reference is not None:
+                    row["vs_fp32"] = compare_counts(row["counts"], reference["counts"])
+                rows.append(row)
+                _print_row(row)
             del counter
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
 

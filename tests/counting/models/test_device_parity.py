@@ -10,7 +10,7 @@ from countboard.counting.models.clipseg import ClipSegCounter
 from countboard.counting.models.owlv2 import Owlv2Counter
 from countboard.models.precision import numerics
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 PROMPTS = ["red circle", "blue square", "apples"]
 DEVICES = ("cpu", "cuda")
