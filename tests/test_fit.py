@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from countboard.cell import config_hash
 from countboard.config import register_configs
 from countboard.errors import ConfigError
-from countboard.fit import KIND_WORDS, check_fit, conf_kinds, misfits
+from countboard.fit import KIND_WORDS, check_fit, conf_kinds, kinds_of, misfits
 from countboard.paths import conf_dir
 
 #: What each task takes, written out here apart from the task classes' declarations.
@@ -27,6 +27,7 @@ TAKES = {
     "geckonum_autoeval": ({"generator"}, {"image_prompts"}),
     "text_acs": ({"text_generator"}, {"text_prompts"}),
     "bcc": ({"classifier"}, {"judged_outputs"}),
+    "countbench": ({"counter"}, {"counting"}),
 }
 
 
@@ -51,7 +52,8 @@ def test_every_model_and_dataset_option_declares_a_known_kind():
     for group in ("model", "dataset"):
         kinds = conf_kinds(group)
         assert sorted(kinds) == options(group), f"{group} options without a kind: {set(options(group)) - set(kinds)}"
-        assert set(kinds.values()) <= set(KIND_WORDS), set(kinds.values()) - set(KIND_WORDS)
+        named = {k for kind in kinds.values() for k in kinds_of(kind)}
+        assert named <= set(KIND_WORDS), named - set(KIND_WORDS)
     assert sorted(TAKES) == options("task")
 
 
@@ -61,14 +63,14 @@ def test_every_model_task_dataset_pair_of_conf_is_checked():
     for task, (model, mkind), (dataset, dkind) in itertools.product(TAKES, models.items(), datasets.items()):
         found = misfits(task, task_target(task), (model, mkind), (dataset, dkind))
         wanted_models, wanted_datasets = TAKES[task]
-        expected = (mkind not in wanted_models) + (dkind not in wanted_datasets)
+        expected = (not set(kinds_of(mkind)) & wanted_models) + (not set(kinds_of(dkind)) & wanted_datasets)
         assert len(found) == expected, (task, model, dataset, found)
         n_fit += not found
         for line in found:
             assert line.startswith(f"task={task} takes ") and "\n" not in line
             group, name = ("model", model) if f"model={model} is" in line else ("dataset", dataset)
             fitting = [o for o, k in (models if group == "model" else datasets).items()
-                       if k in (wanted_models if group == "model" else wanted_datasets)]
+                       if set(kinds_of(k)) & (wanted_models if group == "model" else wanted_datasets)]
             assert all(o in line for o in fitting), (line, fitting)  # it names every option that fits
             assert f"{group}=<option>" in line
     assert n_fit > 50  # the pairs that fit are many: counters on counting sets, generators on prompt sets, ...
@@ -77,7 +79,7 @@ def test_every_model_task_dataset_pair_of_conf_is_checked():
 @pytest.mark.parametrize("task", sorted(TAKES))
 def test_each_task_defaults_to_a_dataset_it_takes(hydra_init, task):
     cfg = compose("config", overrides=[f"task={task}"])
-    assert cfg.dataset.kind in TAKES[task][1], (task, cfg.dataset.name)
+    assert set(kinds_of(cfg.dataset.kind)) & TAKES[task][1], (task, cfg.dataset.name)
     # the user's choice still wins
     other = "fsc147" if cfg.dataset.name != "fsc147" else "synthetic_shapes"
     assert compose("config", overrides=[f"task={task}", f"dataset={other}"]).dataset.name == other
@@ -96,7 +98,8 @@ def test_each_task_defaults_to_a_dataset_it_takes(hydra_init, task):
      "class_blind, clipseg,"),
     (["model=oracle", "task=praco_negative", "dataset=shape_prompts"],
      "task=praco_negative takes a counting dataset (one class per image, FSC-147 layout); dataset=shape_prompts is "
-     "a prompt set for image generators; counting datasets: fsc147, synthetic_shapes (choose with dataset=<option>)"),
+     "a prompt set for image generators; counting datasets: countbench, fsc147, pairtally, synthetic_shapes (choose "
+     "with dataset=<option>)"),
 ])
 def test_a_misfit_is_one_line_naming_what_fits(hydra_init, overrides, says):
     with pytest.raises(ConfigError) as caught:
@@ -121,3 +124,12 @@ def test_the_dataset_kind_leaves_the_cell_identity_alone(hydra_init):
     OmegaConf.set_struct(without, False)
     del without.dataset["kind"]
     assert "kind" in cfg.dataset and config_hash(cfg) == config_hash(without)
+
+
+def test_a_dataset_of_several_kinds_fits_each_task_that_takes_one_of_them():
+    assert conf_kinds("dataset")["pairtally"] == ("counting", "multiclass_counting")
+    for task in ("classic", "praco_negative", "praco_multiclass"):
+        assert misfits(task, task_target(task), ("oracle", "counter"), ("pairtally", ("counting", "multiclass_counting"))) == []
+    line, = misfits("grounding", task_target("grounding"), ("oracle", "counter"),
+                    ("pairtally", ("counting", "multiclass_counting")))
+    assert "dataset=pairtally is a counting dataset (one class per image, FSC-147 layout) and a multi-class" in line

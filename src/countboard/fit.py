@@ -32,15 +32,25 @@ KIND_WORDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _word(kind: str, plural: bool = False) -> str:
+def kinds_of(kind: Any) -> tuple[str, ...]:
+    """A ``kind`` as the kinds it names: a config may give one (``kind: counting``) or several, for a dataset that
+    more than one protocol reads (``kind: [counting, multiclass_counting]``)."""
+    if kind is None:
+        return ()
+    return (str(kind),) if isinstance(kind, str) else tuple(str(k) for k in kind)
+
+
+def _word(kind: Any, plural: bool = False) -> str:
+    if not isinstance(kind, str):
+        return " and ".join(_word(k, plural) for k in kinds_of(kind))
     words = KIND_WORDS.get(kind)
     return words[plural] if words else (f"{kind} options" if plural else f"a {kind}")
 
 
 @functools.lru_cache(maxsize=8)
-def conf_kinds(group: str) -> dict[str, str]:
+def conf_kinds(group: str) -> dict[str, str | tuple[str, ...]]:
     """``{option: kind}`` of the options of ``conf/<group>/`` (a ``kind`` set by a config in its ``defaults``
-    counts); options without a kind are left out."""
+    counts; several kinds as a tuple); options without a kind are left out."""
     import yaml
 
     from countboard.paths import conf_dir
@@ -53,10 +63,11 @@ def conf_kinds(group: str) -> dict[str, str]:
             continue
         docs[path.stem] = doc if isinstance(doc, dict) else {}
 
-    def kind_of(name: str, seen: frozenset[str] = frozenset()) -> str | None:
+    def kind_of(name: str, seen: frozenset[str] = frozenset()) -> str | tuple[str, ...] | None:
         doc = docs.get(name, {})
         if doc.get("kind"):
-            return str(doc["kind"])
+            kinds = kinds_of(doc["kind"])
+            return kinds[0] if len(kinds) == 1 else kinds
         for base in doc.get("defaults") or ():
             if isinstance(base, str) and base in docs and base not in seen:
                 found = kind_of(base, seen | {name})
@@ -78,8 +89,7 @@ def _declared(task_target: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(getattr(cls, "model_kinds", ())), tuple(getattr(cls, "dataset_kinds", ()))
 
 
-def misfits(task: str, task_target: str, model: tuple[str, str | None], dataset: tuple[str, str | None]
-            ) -> list[str]:
+def misfits(task: str, task_target: str, model: tuple[str, Any], dataset: tuple[str, Any]) -> list[str]:
     """One sentence per part of a cell that its task does not take: ``model`` and ``dataset`` are ``(name,
     kind)``. Empty when the cell fits.
 
@@ -91,12 +101,12 @@ def misfits(task: str, task_target: str, model: tuple[str, str | None], dataset:
     model_kinds, dataset_kinds = _declared(task_target)
     out = []
     for group, (name, kind), wanted in (("model", model, model_kinds), ("dataset", dataset, dataset_kinds)):
-        if not wanted or kind is None or kind in wanted:
+        if not wanted or kind is None or set(kinds_of(kind)) & set(wanted):
             continue
         takes = " or ".join(_word(k) for k in wanted)
         options = conf_kinds(group)
-        lists = "; ".join(f"{_word(k, plural=True)}: {', '.join(sorted(o for o, ok in options.items() if ok == k))}"
-                          for k in wanted if k in options.values())
+        lists = "; ".join(f"{_word(k, plural=True)}: {', '.join(fit)}" for k in wanted
+                          if (fit := sorted(o for o, ok in options.items() if k in kinds_of(ok))))
         out.append(f"task={task} takes {takes}; {group}={name} is {_word(kind)}"
                    + (f"; {lists}" if lists else "") + f" (choose with {group}=<option>)")
     return out
@@ -121,10 +131,10 @@ def node_misfits(task: str, task_target: str, nodes: dict[str, tuple[str, str | 
     out = []
     for key, wanted in declared.items():
         name, kind = nodes.get(key, (None, None))
-        if not wanted or kind is None or kind in wanted:
+        if not wanted or kind is None or set(kinds_of(kind)) & set(wanted):
             continue
         options = conf_kinds("model")
-        fitting = ", ".join(sorted(o for o, k in options.items() if k in wanted))
+        fitting = ", ".join(sorted(o for o, k in options.items() if set(kinds_of(k)) & set(wanted)))
         out.append(f"task={task} takes {' or '.join(_word(k) for k in wanted)} as task.{key}; {name} is "
                    f"{_word(kind)}; {' and '.join(_word(k, plural=True) for k in wanted)}: {fitting} (choose with "
                    f"model@task.{key}=<option>)")
