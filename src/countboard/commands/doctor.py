@@ -41,7 +41,65 @@ class Finding:
 
 
 #: Store findings after which nothing else of the store can be read (or proven) until they are repaired.
-BLOCKING = ("half-created", "damaged", "not an MLflow store", "older MLflow schema")
+BLOCKING = ("half-created", "damaged", "not an MLflow store", "older MLflow schema", "repair was stopped before",
+            "is missing")
+
+
+def _repair_findings(db: Path) -> list[Finding]:
+    """What a stopped repair left (``tracking.repair``): a swap to complete, a database to put back in a folder
+    that lost it, recovered files of a build that was stopped, a stale intent file."""
+    from countboard.tracking import repair
+
+    steps = repair.pending(db)
+    if steps is not None:
+        return [Finding("store", f"a repair was stopped before {steps[0].name} replaced {db} (the damaged "
+                        f"database is kept as {steps[1].name})", "complete it", lambda: _complete(db))]
+    out = []
+    if repair.intent_path(db).exists():
+        out.append(Finding("store", f"{repair.intent_path(db)} was left by a repair that finished", "delete it",
+                           lambda: repair.intent_path(db).unlink(missing_ok=True)))
+    if not db.is_file() and (seen := repair.traces(db)):
+        names = ", ".join(p.name for p in seen[:4]) + (f" and {len(seen) - 4} more" if len(seen) > 4 else "")
+        source = repair.restorable(db)
+        if source is None:
+            return [*out, Finding("store", f"{db} is missing but the store holds {names}", "none: restore it from "
+                                  "a backup, or move those files away to start a new store there", lambda: None)]
+        what = "put it back" if repair.RECOVERED in source.name else "put it back and repair it"
+        return [*out, Finding("store", f"{db} is missing but the store holds {names} (its database was lost, e.g. "
+                              f"by a repair that was stopped)", f"{what} from {source.name}", lambda: _restore(db))]
+    for build in repair.stopped_builds(db):
+        out.append(Finding("store", f"{build} was left by a repair that was stopped", "delete it",
+                           lambda b=build: _locked(db, lambda: repair.delete_build(b))))
+    return out
+
+
+def _complete(db: Path) -> None:
+    from countboard.tracking.local_store import finish_repair
+    from countboard.tracking.relocate import rewrite_locations
+
+    finish_repair(db)
+    rewrite_locations(db)  # as after a recovery: one --fix repairs all
+
+
+def _locked(db: Path, action: Callable[[], object]) -> None:
+    from countboard.tracking.local_store import LOCK_NAME, file_lock
+
+    with file_lock(db.parent / LOCK_NAME):
+        action()
+
+
+def _restore(db: Path) -> None:
+    from countboard.tracking import integrity, repair
+
+    sources = []
+    _locked(db, lambda: sources.append(repair.restore(db)))
+    print(f"put {sources[0].name} back as {db}")
+    if integrity.check_db(db, full=True).kind == integrity.DAMAGED:
+        _recover(db)
+    else:
+        from countboard.tracking.relocate import rewrite_locations
+
+        rewrite_locations(db)  # as after a recovery: one --fix repairs all
 
 
 def _store_file_findings(where: StoreAddress) -> list[Finding]:
@@ -52,9 +110,11 @@ def _store_file_findings(where: StoreAddress) -> list[Finding]:
     from countboard.tracking.relocate import rewrite_locations, stale_locations
 
     root, db = where.folder, where.db
-    if not where.is_embedded or not db.is_file():
+    if not where.is_embedded:
         return []
-    out = []
+    out = _repair_findings(db)
+    if not db.is_file() or any(any(b in f.what for b in BLOCKING) for f in out):
+        return out
     health = integrity.check_db(db, full=True)
     if health.kind == integrity.HALF:
         out.append(Finding("store", f"{db} is half-created ({health.detail})",
