@@ -1,9 +1,10 @@
 """``countboard doctor``: find what is inconsistent in a store, and repair it with ``--fix``.
 
 Checks: the database file (SQLite's full ``integrity_check``; a half-created, damaged or foreign file; artifact
-locations of a copied or moved store); expired leases; RUNNING cell runs without a live owner; RUNNING sweep parents
-whose children have all ended; cell runs without params or ``config.yaml``; artifact folders of runs the store does
-not know; an index older than the store. Without ``--fix`` nothing is changed (dry run). Every repair brings the
+locations of a copied or moved store; what a stopped repair left); expired leases; RUNNING cell runs without a live
+owner; RUNNING sweep parents whose children have all ended; cell runs without params or ``config.yaml``; runs whose
+files differ from their artifact manifest; artifact folders of runs the store does not know; an index older than
+the store. Without ``--fix`` nothing is changed (dry run). Every repair brings the
 store to a state the checks accept, so a second ``--fix`` finds nothing.
 """
 
@@ -191,6 +192,21 @@ def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
     return out
 
 
+def _manifest_findings(tracker, found: list[Finding]) -> list[Finding]:
+    """Runs whose files differ from their artifact manifest (``tracking.audit``), each named once."""
+    from countboard.tracking import audit
+
+    out = []
+    for damage in audit.damaged_runs(tracker):
+        if any(f"run {damage.run_id} " in f.what for f in found):  # already named (no config.yaml, RUNNING)
+            continue
+        out.append(Finding("artifacts", f"{damage.line()} (against its artifact manifest)",
+                           "mark it FAILED so that the next sweep recomputes it (differing files kept as "
+                           "<name>.damaged-<time>; nothing is deleted)",
+                           lambda d=damage: audit.mark_for_recompute(tracker, d)))
+    return out
+
+
 def _missing_config(tracker, run_id: str) -> str | None:
     if not tracker.params(run_id):
         return "params"
@@ -286,6 +302,7 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> li
     tracker.check()
     for exp in tracker.experiments():
         findings += _run_findings(tracker, exp.experiment_id, ttl_s)
+    findings += _manifest_findings(tracker, findings)
     if where.folder is not None:
         findings += _artifact_findings(tracker, where.folder)
     findings += _index_findings(tracker, db or where.index_path())
