@@ -87,3 +87,13 @@ def test_mlflow_database_error_reports_are_left_to_the_command(monkeypatch):
     assert not _RaisedAnyway().filter(record) and _RaisedAnyway().filter(other)
     monkeypatch.setenv(errors.DEBUG_ENV, "1")
     assert _RaisedAnyway().filter(record)
+
+
+def test_a_library_that_keeps_only_the_words_names_the_file():
+    """DuckDB raises ``IOException`` with the words of ``strerror`` and the file in quotes."""
+    class IOException(Exception):
+        pass
+
+    exc = IOException('IO Error: Could not write file "/not-a-folder-here/i.duckdb.tmp-1": No space left on device')
+    assert errors.write_failure(exc) == ("ENOSPC", "/not-a-folder-here/i.duckdb.tmp-1")
+    assert errors.user_message(exc).startswith("the file system of /not-a-folder-here/i.duckdb.tmp-1 (mounted at /")

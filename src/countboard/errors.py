@@ -70,6 +70,9 @@ _WRITE_ERRNOS = {"ENOSPC": "is full", "EDQUOT": "has no quota left for you", "ER
 #: The same errors as SQLite words them (it keeps no errno): the database's file system.
 _SQLITE_WRITE = {"database or disk is full": "ENOSPC", "attempt to write a readonly database": "EROFS",
                  "disk i/o error": "EIO"}
+#: And as libraries that keep only the text of ``strerror`` word them (DuckDB's ``IOException``, Arrow's).
+_STRERROR = {"no space left on device": "ENOSPC", "disk quota exceeded": "EDQUOT", "read-only file system": "EROFS",
+             "file too large": "EFBIG"}
 _REMEDY = {"ENOSPC": "free space there", "EDQUOT": "free space there or ask for a larger quota",
            "EROFS": "mount it writable", "EIO": "check the disk (dmesg) or the mount",
            "EFBIG": "raise the limit (ulimit -f unlimited)"}
@@ -102,6 +105,7 @@ def write_failure(exc: BaseException) -> tuple[str, str | None] | None:
         ('ENOSPC', '/s/a.png')
     """
     import errno
+    import re
 
     for e in _chain(exc):
         if isinstance(e, OSError) and errno.errorcode.get(e.errno or -1) in _WRITE_ERRNOS:
@@ -110,6 +114,10 @@ def write_failure(exc: BaseException) -> tuple[str, str | None] | None:
         for words, name in _SQLITE_WRITE.items():
             if words in text:
                 return name, None
+        for words, name in _STRERROR.items():
+            if words in text and not isinstance(e, OSError):  # an OSError with another errno says more
+                quoted = re.search(r"[\"'](/[^\"']+)[\"']", str(e))
+                return name, quoted.group(1) if quoted else None
     return None
 
 
@@ -167,7 +175,8 @@ def write_error(exc: BaseException, store=None) -> str | None:
     target = Path(path).resolve() if path else None
     if target is None and store is not None and _refuses(name, temp) and not _refuses(name, store):
         target = temp  # a writer that does not name its file (Arrow, SQLite's temporary files)
-    if target is not None and target.is_relative_to(temp) and not (store and target.is_relative_to(store)):
+    if (target is not None and target.is_relative_to(temp) and not (store and target.is_relative_to(store))
+            and _mount_point(target) == _mount_point(temp)):  # not another file system mounted below it
         where, mount, move = f"temporary files {temp}", _mount_point(temp), "set TMPDIR to a folder that has room"
     elif store is not None and (target is None or target.is_relative_to(store)):
         where, mount = f"the store {store}", _mount_point(store)
