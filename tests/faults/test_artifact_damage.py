@@ -64,3 +64,17 @@ def test_damaged_artifacts_are_named_counted_and_recomputed(store_copy, tmp_path
     assert "; 0 runs whose files differ" in again.stdout, again.stdout + again.stderr
     clean = countboard("doctor", "--store", str(store_copy), "--db", index_db, cwd=tmp_path)
     assert "store is consistent" in clean.stdout, clean.stdout + clean.stderr
+
+
+def test_damaged_artifacts_can_be_accepted_as_they_are(store_copy, tmp_path):
+    (run_id,) = cell_runs(store_copy)["run_id"]
+    art = next(store_copy.glob(f"artifacts/*/{run_id}/artifacts"))
+    kept = _damage(art, "cut and deleted")
+    index_db = str(tmp_path / "i.duckdb")
+    fixed = countboard("doctor", "--store", str(store_copy), "--db", index_db, "--fix", "--damaged-runs", "accept",
+                       cwd=tmp_path)
+    assert fixed.returncode == 0 and "record its files as they are now" in fixed.stdout, fixed.stdout + fixed.stderr
+    assert (art / "config.yaml").read_bytes() == kept["config.yaml"] and not list(art.glob("*.damaged-*"))
+    assert cell_runs(store_copy)["status"].tolist() == ["FINISHED"]
+    clean = countboard("doctor", "--store", str(store_copy), "--db", index_db, cwd=tmp_path)
+    assert "[artifacts]" not in clean.stdout, clean.stdout

@@ -192,13 +192,20 @@ def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
     return out
 
 
-def _manifest_findings(tracker, found: list[Finding]) -> list[Finding]:
-    """Runs whose files differ from their artifact manifest (``tracking.audit``), each named once."""
+def _manifest_findings(tracker, found: list[Finding], damaged: str = "recompute") -> list[Finding]:
+    """Runs whose files differ from their artifact manifest (``tracking.audit``), each named once; ``damaged``
+    says what ``--fix`` does with them: ``recompute`` (the run FAILED, for the next sweep) or ``accept`` (the
+    manifest records the files as they are now; the run stays as it is)."""
     from countboard.tracking import audit
 
     out = []
     for damage in audit.damaged_runs(tracker):
         if any(f"run {damage.run_id} " in f.what for f in found):  # already named (no config.yaml, RUNNING)
+            continue
+        if damaged == "accept":
+            out.append(Finding("artifacts", f"{damage.line()} (against its artifact manifest)",
+                               "record its files as they are now in its manifest (--damaged-runs accept)",
+                               lambda d=damage: tracker.record_artifacts(d.run_id)))
             continue
         out.append(Finding("artifacts", f"{damage.line()} (against its artifact manifest)",
                            "mark it FAILED so that the next sweep recomputes it (differing files kept as "
@@ -289,7 +296,8 @@ def _index_findings(tracker, db: Path) -> list[Finding]:
     return out
 
 
-def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> list[Finding]:
+def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0, damaged: str = "recompute"
+             ) -> list[Finding]:
     """Every inconsistency of the store named by ``arg`` (as ``--store``) and of its index."""
     from countboard.tracking.address import resolve
     from countboard.tracking.store import open_address
@@ -302,7 +310,7 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> li
     tracker.check()
     for exp in tracker.experiments():
         findings += _run_findings(tracker, exp.experiment_id, ttl_s)
-    findings += _manifest_findings(tracker, findings)
+    findings += _manifest_findings(tracker, findings, damaged)
     if where.folder is not None:
         findings += _artifact_findings(tracker, where.folder)
     findings += _index_findings(tracker, db or where.index_path())
@@ -310,7 +318,8 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> li
 
 
 def run(args: argparse.Namespace) -> int:
-    findings = diagnose(args.store, args.db.expanduser().resolve() if args.db else None, args.lease_ttl_s)
+    findings = diagnose(args.store, args.db.expanduser().resolve() if args.db else None, args.lease_ttl_s,
+                        args.damaged_runs)
     if not findings:
         print("store is consistent: nothing to repair")
         return 0
@@ -327,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for f in findings:
         f.fix()
-    rest = [f for f in diagnose(args.store, args.db, args.lease_ttl_s) if f.kind != "index"]
+    rest = [f for f in diagnose(args.store, args.db, args.lease_ttl_s, args.damaged_runs) if f.kind != "index"]
     print(f"repaired {len(findings)}; {len(rest)} left" + ("" if not rest else ": " + "; ".join(
         r.line() for r in rest)))
     return 0 if not rest else 1
@@ -339,6 +348,10 @@ def register(subparsers) -> None:
     store_argument(p)
     p.add_argument("--db", default=None, type=Path, help="index file (default: index.duckdb beside the store)")
     p.add_argument("--fix", action="store_true", help="repair what was found (default: only list it)")
+    p.add_argument("--damaged-runs", choices=("recompute", "accept"), default="recompute",
+                   help="what --fix does with a run whose files differ from its artifact manifest: recompute (mark it "
+                        "FAILED for the next sweep, keeping the files as <name>.damaged-<time>; the default) or "
+                        "accept (record its files as they are now)")
     p.add_argument("--lease-ttl-s", type=float, default=60.0,
                    help="a lease not heartbeated for this long has expired (the sweeps' lease_ttl_s)")
     p.set_defaults(func=run)
