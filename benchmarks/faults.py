@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -462,6 +463,130 @@ FAULTS: dict[str, tuple[str, Callable]] = {
     "truncated_part": ("checkpoint part truncated at a random byte", truncated_part),
     "concurrent_sweeps": ("two concurrent sweeps of one 2x2 grid", concurrent_sweeps),
 }
+
+
+# ---- a full or read-only file system, a repair killed at each step, a damaged artifact ----------------------------
+
+def _tmpfs(folder: Path, size: str = "8m") -> bool:
+    folder.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True).returncode == 0
+
+
+def _umount(folder: Path) -> None:
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def full_store(tmp: Path, rng: random.Random) -> Outcome:
+    """The store on a tmpfs with 16-96 KB left: a two-cell multirun ends with one line per job naming the store's
+    file system and writes nothing elsewhere; with the space freed, the same command finishes both cells."""
+    mnt = tmp / "mnt"
+    if not _tmpfs(mnt):
+        return Outcome(False, note="cannot mount a tmpfs here (root needed)")
+    try:
+        store = mnt / "store"
+        if _sweep(tmp, [], store).returncode != 0:
+            return Outcome(False, note="first sweep failed")
+        left = rng.randrange(16, 96) * 1024
+        filler = mnt / "filler"
+        filler.write_bytes(b"\0" * max(0, shutil.disk_usage(mnt).free - left))
+        args = ["hydra.mode=MULTIRUN", "seed=1,2"]
+        before = _files(tmp, NOT_STORE + ("mnt",))
+        t0 = time.perf_counter()
+        full = _sweep(tmp, args, store)
+        seconds = time.perf_counter() - t0
+        lines = full.stderr.splitlines()
+        named = (full.returncode == 1 and "Traceback" not in full.stderr and len(lines) == 2 and all(
+            line.startswith(f"error: job #{i} (") and f"the file system of the store {store}" in line
+            for i, line in enumerate(lines)))
+        outside = _written(before, _files(tmp, NOT_STORE + ("mnt",)))
+        filler.unlink()
+        if _sweep(tmp, args, store).returncode != 0:
+            return Outcome(False, seconds=seconds, note="rerun after freeing space failed")
+        out = _cell_outcome(tmp, Counter(), expected_cells=3, store=store)
+        out.survived, out.outside, out.seconds = out.survived and named, outside, seconds
+        out.note = f"{left // 1024} KB left" + ("" if named else f"; stderr: {full.stderr[-200:]}")
+        return out
+    finally:
+        _umount(mnt)
+
+
+REPAIR_STEPS = ("repair_build", "repair_built", "repair_intent", "repair_kept", "repair_sidecars", "repair_swapped")
+
+
+def interrupted_repair(tmp: Path, rng: random.Random) -> Outcome:
+    """``doctor --fix`` on a damaged store, killed at each step of the repair: ``mlflow.db`` is always there,
+    ``doctor`` names what was left, ``--fix`` completes it (the damaged file kept) and the next sweep finishes."""
+    import sqlite3
+
+    if _sweep(tmp, [], tmp / "made").returncode != 0:
+        return Outcome(False, note="first sweep failed")
+    db = tmp / "made" / "mlflow.db"
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = [p for (p,) in con.execute("SELECT pageno FROM dbstat WHERE name = 'params'")]
+    with open(db, "r+b") as fh:
+        for page in pages:
+            fh.seek((page - 1) * 4096)
+            fh.write(bytes(rng.randrange(256) for _ in range(64)))
+    damaged = db.read_bytes()
+    ok, lost, outside, bad = True, 0, 0, []
+    for step in REPAIR_STEPS:
+        store = tmp / step
+        shutil.copytree(tmp / "made", store)
+        before = _files(tmp, NOT_STORE + tuple(REPAIR_STEPS) + ("made", "cache"))
+        killed = subprocess.run([sys.executable, "-m", "countboard.cli", "doctor", "--store", str(store), "--fix"],
+                                capture_output=True, cwd=tmp, env=sweep_env(tmp, COUNTBOARD_FAILPOINT=step))
+        listed, _ = _countboard(tmp, "doctor", "--store", str(store))
+        for _ in range(2):  # the second marks the run whose params were on the garbled pages
+            _countboard(tmp, "doctor", "--store", str(store), "--fix")
+        clean, _ = _countboard(tmp, "doctor", "--store", str(store))
+        outside += _written(before, _files(tmp, NOT_STORE + tuple(REPAIR_STEPS) + ("made", "cache")))
+        kept = [p for p in store.glob("mlflow.db.damaged-*") if p.read_bytes() == damaged]
+        swept = _sweep(tmp, [], store).returncode == 0
+        cell = _cell_outcome(tmp, Counter(), store=store) if swept else Outcome(False)
+        fine = (killed.returncode == -9 and listed.returncode == 1 and "store is consistent" in clean.stdout
+                and bool(kept) and swept and cell.survived)
+        ok, lost = ok and fine, lost + cell.lost
+        if not fine:
+            bad.append(step)
+    return Outcome(ok, lost=lost, outside=outside, note=f"{len(REPAIR_STEPS) - len(bad)}/{len(REPAIR_STEPS)} "
+                   "steps" + (f"; failed at {', '.join(bad)}" if bad else ""))
+
+
+def damaged_artifact(tmp: Path, rng: random.Random) -> Outcome:
+    """A finished run's ``config.yaml`` cut at a random byte and its ``samples.parquet`` deleted: ``doctor`` names
+    both, ``index --scan`` counts the run, ``--fix`` marks it for recompute keeping the bytes, the sweep redoes it."""
+    store = tmp / "mlruns"
+    if _sweep(tmp, []).returncode != 0:
+        return Outcome(False, note="first sweep failed")
+    art = next(store.glob("artifacts/*/*/artifacts"))
+    config = (art / "config.yaml").read_bytes()
+    cut = config[: rng.randrange(1, len(config))]
+    (art / "config.yaml").write_bytes(cut)
+    (art / "samples.parquet").unlink()
+    before = _files(tmp, NOT_STORE + ("mlruns", "cache"))
+    listed, seconds = _countboard(tmp, "doctor", "--store", str(store))
+    scan, _ = _countboard(tmp, "index", "--scan", "--store", str(store))
+    _countboard(tmp, "doctor", "--store", str(store), "--fix")
+    outside = _written(before, _files(tmp, NOT_STORE + ("mlruns", "cache")))
+    named = "config.yaml: " in listed.stdout and "samples.parquet: missing" in listed.stdout
+    counted = "; 1 runs whose files differ from their manifest" in scan.stdout
+    kept = any(p.read_bytes() == cut for p in art.glob("config.yaml.damaged-*"))
+    if _sweep(tmp, []).returncode != 0:
+        return Outcome(False, note="sweep after doctor --fix failed")
+    out = _cell_outcome(tmp, Counter())
+    out.survived = out.survived and named and counted and kept
+    out.outside, out.seconds = outside, seconds
+    out.note = f"config.yaml cut to {len(cut)} of {len(config)} bytes"
+    return out
+
+
+STORE_FAULTS.update({
+    "full_store": ("store on a full file system (tmpfs), a 2-cell multirun, then rerun with space", full_store),
+    "interrupted_repair": ("doctor --fix killed at each of its 6 steps on a damaged store", interrupted_repair),
+    "damaged_artifact": ("a run's config.yaml cut short and samples.parquet deleted", damaged_artifact),
+})
 
 
 def run(trials: dict[str, int], seed: int) -> list[Row]:

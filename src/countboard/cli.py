@@ -42,6 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _store_write_error(exc: BaseException, args) -> str | None:
+    """A write the file system refused, named against the command's store (SQLite names no file)."""
+    from countboard.errors import write_error
+
+    if not hasattr(args, "store"):
+        return None
+    from countboard.tracking import address
+
+    try:
+        folder = address.resolve(args.store).folder
+    except Exception:  # the address itself is what failed: said by the error's own line
+        return None
+    return write_error(exc, folder)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand, the server of its ``--store`` probed first (``tracking.store.reach``). A user-fixable
     error (ours, or an OS, Arrow or zip error) prints one line and exits 2; ``--debug`` or ``COUNTBOARD_DEBUG=1``
@@ -58,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             reach(address.resolve(args.store).uri)
         return int(args.func(args) or 0)
     except Exception as exc:
-        message = user_message(exc)
+        message = _store_write_error(exc, args) or user_message(exc)
         if message is None or debug_enabled():
             raise
         print(f"error: {message}", file=sys.stderr)

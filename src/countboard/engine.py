@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from countboard.batching import Batching
 from countboard.cell import Cell, resolve_device
 from countboard.config import AUTO, SUBSET_NODE_KEYS, check_nodes, instantiate_node, validate
-from countboard.errors import CountboardError
+from countboard.errors import CountboardError, WriteError, debug_enabled, write_error
 from countboard.fit import check_fit
 from countboard.inputs import InputStream, resolve_workers
 from countboard.models.precision import numerics
@@ -213,7 +213,23 @@ def _check_localises(cfg: DictConfig, model_cls: Any, node: dict) -> None:
 
 
 def run_job(cfg: DictConfig) -> str | None:
-    """Run one cell. Returns the run id, or None when skipped (finished, or owned by another process)."""
+    """Run one cell. Returns the run id, or None when skipped (finished, or owned by another process).
+
+    Raises:
+        WriteError: A file system refused a write anywhere in the job (the store's database or artifacts, a
+            checkpoint, a temporary file): one line naming that file system and what to do, whatever layer met
+            it; the units checkpointed before are kept.
+    """
+    try:
+        return _run_job(cfg)
+    except Exception as exc:
+        line = write_error(exc, st.config_folder(cfg.get("tracking")))
+        if line is None:
+            raise
+        raise WriteError(line) from exc
+
+
+def _run_job(cfg: DictConfig) -> str | None:
     t0 = time.time()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cell, dataset = _open_cell(cfg)
@@ -272,7 +288,8 @@ def _record_failure(cell: Cell, exc: BaseException, records, failed) -> None:
     """Keep what was computed, and say why the run failed; only for a run this process owns and did not finish."""
     if cell.run_id is None or cell.finished or isinstance(exc, LeaseLost):
         return
-    message = f"{type(exc).__name__}: {exc}"
+    written = write_error(exc, st.config_folder(cell.cfg.get("tracking")))
+    message = written or f"{type(exc).__name__}: {exc}"
     try:
         if cell.tracker.get_status(cell.run_id) == st.FINISHED:
             return
@@ -281,8 +298,9 @@ def _record_failure(cell: Cell, exc: BaseException, records, failed) -> None:
         if failed is not None and len(failed):
             cell.tracker.log_json(cell.run_id, failed.to_dict("records"), "failures.json")
         cell.tracker.set_status(cell.run_id, st.KILLED if isinstance(exc, KeyboardInterrupt) else st.FAILED)
-    except Exception:  # the store itself may be what failed
-        log.exception("could not record the failure of run %s", cell.run_id)
+    except Exception as again:  # the store itself may be what failed (full, read-only): the job's error says so
+        log.warning("could not record the failure of run %s: %s", cell.run_id, st.first_line(again),
+                    exc_info=debug_enabled())
     log.error("%s failed: %s (run %s keeps its checkpoints; rerun to resume)", cell.name, message, cell.run_id)
 
 

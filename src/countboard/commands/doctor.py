@@ -1,9 +1,10 @@
 """``countboard doctor``: find what is inconsistent in a store, and repair it with ``--fix``.
 
 Checks: the database file (SQLite's full ``integrity_check``; a half-created, damaged or foreign file; artifact
-locations of a copied or moved store); expired leases; RUNNING cell runs without a live owner; RUNNING sweep parents
-whose children have all ended; cell runs without params or ``config.yaml``; artifact folders of runs the store does
-not know; an index older than the store. Without ``--fix`` nothing is changed (dry run). Every repair brings the
+locations of a copied or moved store; what a stopped repair left); expired leases; RUNNING cell runs without a live
+owner; RUNNING sweep parents whose children have all ended; cell runs without params or ``config.yaml``; runs whose
+files differ from their artifact manifest; artifact folders of runs the store does not know; an index older than
+the store. Without ``--fix`` nothing is changed (dry run). Every repair brings the
 store to a state the checks accept, so a second ``--fix`` finds nothing.
 """
 
@@ -41,7 +42,65 @@ class Finding:
 
 
 #: Store findings after which nothing else of the store can be read (or proven) until they are repaired.
-BLOCKING = ("half-created", "damaged", "not an MLflow store", "older MLflow schema")
+BLOCKING = ("half-created", "damaged", "not an MLflow store", "older MLflow schema", "repair was stopped before",
+            "is missing")
+
+
+def _repair_findings(db: Path) -> list[Finding]:
+    """What a stopped repair left (``tracking.repair``): a swap to complete, a database to put back in a folder
+    that lost it, recovered files of a build that was stopped, a stale intent file."""
+    from countboard.tracking import repair
+
+    steps = repair.pending(db)
+    if steps is not None:
+        return [Finding("store", f"a repair was stopped before {steps[0].name} replaced {db} (the damaged "
+                        f"database is kept as {steps[1].name})", "complete it", lambda: _complete(db))]
+    out = []
+    if repair.intent_path(db).exists():
+        out.append(Finding("store", f"{repair.intent_path(db)} was left by a repair that finished", "delete it",
+                           lambda: repair.intent_path(db).unlink(missing_ok=True)))
+    if not db.is_file() and (seen := repair.traces(db)):
+        names = ", ".join(p.name for p in seen[:4]) + (f" and {len(seen) - 4} more" if len(seen) > 4 else "")
+        source = repair.restorable(db)
+        if source is None:
+            return [*out, Finding("store", f"{db} is missing but the store holds {names}", "none: restore it from "
+                                  "a backup, or move those files away to start a new store there", lambda: None)]
+        what = "put it back" if repair.RECOVERED in source.name else "put it back and repair it"
+        return [*out, Finding("store", f"{db} is missing but the store holds {names} (its database was lost, e.g. "
+                              f"by a repair that was stopped)", f"{what} from {source.name}", lambda: _restore(db))]
+    for build in repair.stopped_builds(db):
+        out.append(Finding("store", f"{build} was left by a repair that was stopped", "delete it",
+                           lambda b=build: _locked(db, lambda: repair.delete_build(b))))
+    return out
+
+
+def _complete(db: Path) -> None:
+    from countboard.tracking.local_store import finish_repair
+    from countboard.tracking.relocate import rewrite_locations
+
+    finish_repair(db)
+    rewrite_locations(db)  # as after a recovery: one --fix repairs all
+
+
+def _locked(db: Path, action: Callable[[], object]) -> None:
+    from countboard.tracking.local_store import LOCK_NAME, file_lock
+
+    with file_lock(db.parent / LOCK_NAME):
+        action()
+
+
+def _restore(db: Path) -> None:
+    from countboard.tracking import integrity, repair
+
+    sources = []
+    _locked(db, lambda: sources.append(repair.restore(db)))
+    print(f"put {sources[0].name} back as {db}")
+    if integrity.check_db(db, full=True).kind == integrity.DAMAGED:
+        _recover(db)
+    else:
+        from countboard.tracking.relocate import rewrite_locations
+
+        rewrite_locations(db)  # as after a recovery: one --fix repairs all
 
 
 def _store_file_findings(where: StoreAddress) -> list[Finding]:
@@ -52,9 +111,11 @@ def _store_file_findings(where: StoreAddress) -> list[Finding]:
     from countboard.tracking.relocate import rewrite_locations, stale_locations
 
     root, db = where.folder, where.db
-    if not where.is_embedded or not db.is_file():
+    if not where.is_embedded:
         return []
-    out = []
+    out = _repair_findings(db)
+    if not db.is_file() or any(any(b in f.what for b in BLOCKING) for f in out):
+        return out
     health = integrity.check_db(db, full=True)
     if health.kind == integrity.HALF:
         out.append(Finding("store", f"{db} is half-created ({health.detail})",
@@ -128,6 +189,28 @@ def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
                 out.append(Finding("config", f"cell run {run.run_id} has no {missing}",
                                    "mark it FAILED so that the next sweep of the cell logs it (its units are kept)",
                                    lambda r=run.run_id, m=missing: _end(tracker, r, st.FAILED, f"no {m}")))
+    return out
+
+
+def _manifest_findings(tracker, found: list[Finding], damaged: str = "recompute") -> list[Finding]:
+    """Runs whose files differ from their artifact manifest (``tracking.audit``), each named once; ``damaged``
+    says what ``--fix`` does with them: ``recompute`` (the run FAILED, for the next sweep) or ``accept`` (the
+    manifest records the files as they are now; the run stays as it is)."""
+    from countboard.tracking import audit
+
+    out = []
+    for damage in audit.damaged_runs(tracker):
+        if any(f"run {damage.run_id} " in f.what for f in found):  # already named (no config.yaml, RUNNING)
+            continue
+        if damaged == "accept":
+            out.append(Finding("artifacts", f"{damage.line()} (against its artifact manifest)",
+                               "record its files as they are now in its manifest (--damaged-runs accept)",
+                               lambda d=damage: tracker.record_artifacts(d.run_id)))
+            continue
+        out.append(Finding("artifacts", f"{damage.line()} (against its artifact manifest)",
+                           "mark it FAILED so that the next sweep recomputes it (differing files kept as "
+                           "<name>.damaged-<time>; nothing is deleted)",
+                           lambda d=damage: audit.mark_for_recompute(tracker, d)))
     return out
 
 
@@ -213,7 +296,8 @@ def _index_findings(tracker, db: Path) -> list[Finding]:
     return out
 
 
-def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> list[Finding]:
+def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0, damaged: str = "recompute"
+             ) -> list[Finding]:
     """Every inconsistency of the store named by ``arg`` (as ``--store``) and of its index."""
     from countboard.tracking.address import resolve
     from countboard.tracking.store import open_address
@@ -226,6 +310,7 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> li
     tracker.check()
     for exp in tracker.experiments():
         findings += _run_findings(tracker, exp.experiment_id, ttl_s)
+    findings += _manifest_findings(tracker, findings, damaged)
     if where.folder is not None:
         findings += _artifact_findings(tracker, where.folder)
     findings += _index_findings(tracker, db or where.index_path())
@@ -233,7 +318,8 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0) -> li
 
 
 def run(args: argparse.Namespace) -> int:
-    findings = diagnose(args.store, args.db.expanduser().resolve() if args.db else None, args.lease_ttl_s)
+    findings = diagnose(args.store, args.db.expanduser().resolve() if args.db else None, args.lease_ttl_s,
+                        args.damaged_runs)
     if not findings:
         print("store is consistent: nothing to repair")
         return 0
@@ -250,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for f in findings:
         f.fix()
-    rest = [f for f in diagnose(args.store, args.db, args.lease_ttl_s) if f.kind != "index"]
+    rest = [f for f in diagnose(args.store, args.db, args.lease_ttl_s, args.damaged_runs) if f.kind != "index"]
     print(f"repaired {len(findings)}; {len(rest)} left" + ("" if not rest else ": " + "; ".join(
         r.line() for r in rest)))
     return 0 if not rest else 1
@@ -262,6 +348,10 @@ def register(subparsers) -> None:
     store_argument(p)
     p.add_argument("--db", default=None, type=Path, help="index file (default: index.duckdb beside the store)")
     p.add_argument("--fix", action="store_true", help="repair what was found (default: only list it)")
+    p.add_argument("--damaged-runs", choices=("recompute", "accept"), default="recompute",
+                   help="what --fix does with a run whose files differ from its artifact manifest: recompute (mark it "
+                        "FAILED for the next sweep, keeping the files as <name>.damaged-<time>; the default) or "
+                        "accept (record its files as they are now)")
     p.add_argument("--lease-ttl-s", type=float, default=60.0,
                    help="a lease not heartbeated for this long has expired (the sweeps' lease_ttl_s)")
     p.set_defaults(func=run)

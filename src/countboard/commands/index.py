@@ -27,7 +27,8 @@ def register(subparsers) -> None:
     how = p.add_mutually_exclusive_group()
     how.add_argument("--scan", dest="update", action="store_const", const="scan",
                      help="compare every run of the store now: also sees later edits of runs that had already ended "
-                          "(a tag set in the MLflow UI, a metric logged into an ended run)")
+                          "(a tag set in the MLflow UI, a metric logged into an ended run); and checks every ended run's "
+                          "files against its artifact manifest, as doctor does")
     how.add_argument("--quick", dest="update", action="store_const", const="quick",
                      help="read only runs started or ended since the last index, running and deleted runs")
     p.set_defaults(update="auto")
@@ -58,7 +59,8 @@ def run(args) -> int:
     uri, db = store_paths(args)
     stats = build_index(uri, db, full=args.full, update=getattr(args, "update", "auto"),
                         scan_every_s=60 * getattr(args, "scan_every", SCAN_EVERY_S / 60), history=args.history,
-                        list_artifacts=getattr(args, "list_artifacts", False))
+                        list_artifacts=getattr(args, "list_artifacts", False),
+                        audit=getattr(args, "update", "auto") == "scan")
     print(stats.summary())
     for w in stats.warnings:
         print(f"warning: {w}", file=sys.stderr)

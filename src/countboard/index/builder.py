@@ -52,13 +52,15 @@ class IndexStats:
     written: bool = False
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    damaged: int | None = None  # runs whose files differ from their manifest (``audit=True``)
 
     def summary(self) -> str:
         what = "rebuilt" if self.rebuilt else ("updated" if self.written else "unchanged")
         what += "" if self.rebuilt else f" ({self.mode})"
         return (f"index {what}: {self.runs} runs ({self.added} added, {self.updated} updated, {self.removed} removed,"
                 f" {self.histories_fetched} metric histories read, {self.artifacts_listed} runs' artifacts listed)"
-                f" in {self.seconds:.1f}s -> {self.db_path}")
+                f" in {self.seconds:.1f}s -> {self.db_path}"
+                + ("" if self.damaged is None else f"; {self.damaged} runs whose files differ from their manifest"))
 
 
 @dataclass
@@ -170,7 +172,7 @@ def _client(store_uri: str):
 
 def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = False, update: str = "auto",
                 scan_every_s: float = SCAN_EVERY_S, history: str = "stepped", list_artifacts: bool = False,
-                client=None) -> IndexStats:
+                client=None, audit: bool = False) -> IndexStats:
     """Bring the index at ``db_path`` up to date with the store at ``store_uri``.
 
     Args:
@@ -190,6 +192,8 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
             records a metric logged at step 0 (a summary) by its latest point, which saves one store call per
             metric and run; ``"all"`` reads every history (repeated step-0 values included).
         client: An ``MlflowClient`` to use instead of one built from ``store_uri``.
+        audit: Also compare every ended run's files with its artifact manifest (``tracking.audit``, as
+            ``countboard doctor`` does): the count in ``damaged``, each run in ``warnings``.
 
     Returns:
         What was done, with counts.
@@ -232,8 +236,21 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
             stats.written = True
         if update == "scan":
             _write_scanned(db_path, store_uri, listed_ms)
+    if audit:
+        _audit(store_uri, client, stats)
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+def _audit(store_uri: str, client, stats: IndexStats) -> None:
+    from countboard.tracking import audit
+
+    tracker = Tracker(store_uri, client_uri=address.parse(store_uri).client_uri)
+    tracker._client = client
+    damaged = audit.damaged_runs(tracker)
+    stats.damaged = len(damaged)
+    stats.warnings += [f"{d.line()} (differs from its artifact manifest; `countboard doctor --fix` marks it for "
+                       "recompute)" for d in damaged]
 
 
 def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, quick: bool,

@@ -47,11 +47,15 @@ class SweepCallback(Callback):
         self.ttl_s = 60.0
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from countboard.errors import debug_enabled, user_message
+        from countboard.errors import debug_enabled, user_message, write_error
 
         try:
             self._start(config)
         except Exception as exc:
+            written = write_error(exc, st.config_folder(config.get("tracking")))
+            if written is not None and not debug_enabled():  # every job meets it and says so in its own line
+                log.info("the sweep's parent run was not created: %s", written)
+                return
             message = user_message(exc)
             if message is None or debug_enabled():
                 raise

@@ -30,6 +30,16 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
+def checksum_mismatch(path: Path) -> str | None:
+    """Why the part at ``path`` does not match the checksum in its name, or None (it matches, or its name keeps
+    none)."""
+    match = _PART.search(path.name)
+    if match is None or match.group(2) is None:
+        return None
+    got = _sha(path)
+    return None if got == match.group(2) else f"checksum {got}, its name says {match.group(2)}"
+
+
 def _quarantined(tracker, run_id: str, names: Sequence[str], tmp: str) -> list[dict]:
     if QUARANTINE not in names:
         return []
@@ -41,8 +51,8 @@ def _quarantined(tracker, run_id: str, names: Sequence[str], tmp: str) -> list[d
 
 
 def _read_part(path: Path, expected: str | None) -> pd.DataFrame:
-    if expected is not None and _sha(path) != expected:
-        raise ValueError(f"checksum {_sha(path)} does not match {expected} in its name (truncated or altered)")
+    if expected is not None and (why := checksum_mismatch(path)):
+        raise ValueError(f"{why} (truncated or altered)")
     frame = pd.read_parquet(path)
     if "unit_id" not in frame.columns:
         raise ValueError("no unit_id column")

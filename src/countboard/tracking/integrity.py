@@ -260,33 +260,37 @@ def _copy_schema_and_rows(src: sqlite3.Connection, dst: sqlite3.Connection) -> N
     dst.commit()
 
 
-def recover(db: Path, make_store: Callable[[Path], None]) -> tuple[Path, Health]:
-    """Copy what SQLite can read of the damaged ``db`` into a new ``mlflow.db``, keeping the original.
+def rebuild(db: Path, make_store: Callable[[Path], None]) -> tuple[Path, Health]:
+    """Copy what SQLite can read of the damaged ``db`` into a new file beside it, ``<db>.recovered-<pid>``
+    (``tracking.repair.swap_in`` then puts it in place, keeping the original); ``db`` is only read.
 
     SQLite's own ``.recover`` (the ``sqlite3`` command, when installed and able) is tried first; otherwise, or
     when its result is not a whole MLflow store, each table is copied row by row; when SQLite cannot even read the
     schema (a file cut short loses the pages of the tables created last), the b-tree pages are read directly
-    into a new store of MLflow's schema (``_recover_pages``). Returns the name the damaged
-    file was kept under, and the state of the new store.
+    into a new store of MLflow's schema (``_recover_pages``). Returns the new file and its state.
 
     Args:
         db: The damaged ``mlflow.db``.
         make_store: Builds an empty store of MLflow's schema at the path it is given (``local_store``).
 
     Raises:
-        TrackingStoreError: Nothing usable could be recovered (the damaged file is left where it was).
+        TrackingStoreError: Nothing usable could be recovered (nothing was changed).
     """
+    from countboard.tracking import failpoints
+
     out = db.with_name(f"{db.name}.recovered-{os.getpid()}")
     attempts = (_recover_cli, _recover_rows, functools.partial(_recover_pages, make_store=make_store))
     for attempt in attempts:
         out.unlink(missing_ok=True)
         with contextlib.suppress(Exception):
             attempt(db, out)
+            failpoints.hit("repair_build")
             health = check_db(out, full=True) if out.is_file() else Health(DAMAGED, "nothing recovered")
             if health.kind == OK:
                 break
     else:
-        out.unlink(missing_ok=True)
+        for suffix in ("", *SIDECARS):
+            Path(f"{out}{suffix}").unlink(missing_ok=True)
         raise TrackingStoreError(f"could not recover {db}: SQLite cannot read its MLflow tables; restore it from a "
                                  "backup (nothing was changed)")
     con = sqlite3.connect(out)
@@ -294,9 +298,7 @@ def recover(db: Path, make_store: Callable[[Path], None]) -> tuple[Path, Health]
         con.execute("PRAGMA journal_mode=WAL")
     finally:
         con.close()
-    aside = set_aside(db, "damaged")
-    os.replace(out, db)
-    return aside, health
+    return out, health
 
 
 def _recover_cli(db: Path, out: Path) -> None:

@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 
 from countboard.errors import TrackingStoreError
+from countboard.tracking import failpoints, repair
 from countboard.tracking.address import STORE_DB_NAME as DB_NAME
 from countboard.tracking.address import STORE_ENV, sqlite_uri
-from countboard.tracking.integrity import HALF, Health, check_db, recover, refusal, set_aside
+from countboard.tracking.integrity import HALF, Health, check_db, rebuild, refusal, set_aside
 from countboard.tracking.relocate import rewrite_locations
 
 log = logging.getLogger("countboard")
@@ -137,9 +138,25 @@ def _create(tmp: Path, artifact_root: str) -> None:
 
 
 def recover_store(db: Path) -> tuple[Path, Health]:
-    """``integrity.recover`` of a damaged ``<folder>/mlflow.db``: what SQLite can read, in a new file; the damaged
-    one kept as ``mlflow.db.damaged-<time>``. Returns that name and the state of the new store."""
-    return recover(db, lambda out: _create(out, (db.parent / "artifacts").as_uri()))
+    """Recover a damaged ``<folder>/mlflow.db``: what SQLite can read, built in a new file beside it and swapped in
+    by one rename (``tracking.repair``), under the store's lock; the damaged one kept as
+    ``mlflow.db.damaged-<time>-<pid>``. Returns that name and the state of the new store."""
+    with file_lock(db.parent / LOCK_NAME):
+        built, health = rebuild(db, lambda out: _create(out, (db.parent / "artifacts").as_uri()))
+        failpoints.hit("repair_built")
+        aside = db.with_name(f"{db.name}.{repair.KEPT}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+        repair.swap_in(db, built, aside)
+    return aside, health
+
+
+def finish_repair(db: Path) -> bool:
+    """Complete a repair of ``db`` that was stopped after its intent file was written (under the store's lock);
+    False when there was none."""
+    with file_lock(db.parent / LOCK_NAME):
+        done = repair.complete(db)
+    if done:
+        log.warning("completed the repair of %s that was stopped (the damaged database is kept beside it)", db)
+    return done
 
 
 def _move_aside(db: Path, reason: str) -> Path:
@@ -162,6 +179,13 @@ def ensure_local_store(store_dir: str | os.PathLike, create: bool = True) -> Pat
     """
     root = Path(store_dir).expanduser().resolve()
     db = root / DB_NAME
+    if repair.pending(db) is not None:
+        if not create or not os.access(root, os.W_OK):
+            raise TrackingStoreError(f"a repair of {db} was stopped before the recovered database was put in place; "
+                                     f"run `countboard doctor --store {root} --fix` to complete it")
+        finish_repair(db)
+    if (lost := repair.missing_database(db)) is not None:
+        raise lost
     if not create and not db.is_file():
         raise TrackingStoreError(f"no MLflow store at {root} (no {DB_NAME}); check --store / ${STORE_ENV}, "
                                  "or run a sweep first (`countboard-sweep ...` or `make demo`) to create one")
@@ -182,6 +206,8 @@ def ensure_local_store(store_dir: str | os.PathLike, create: bool = True) -> Pat
             if problem is None:
                 return db
             _move_aside(db, problem)
+        elif (lost := repair.missing_database(db)) is not None:  # lost while this process waited for the lock
+            raise lost
         tmp = root / f"{DB_NAME}.creating-{os.getpid()}"
         _create(tmp, (root / "artifacts").as_uri())
         os.replace(tmp, db)

@@ -195,6 +195,23 @@ def _retry(fn: Callable[[], T], what: str, attempts: int = 12) -> T:
     raise AssertionError("unreachable")
 
 
+class _RaisedAnyway(logging.Filter):
+    """MLflow logs each SQLAlchemy ``OperationalError`` with its traceback (``mlflow.store.db.utils``) and then
+    raises it; the command that meets it names it in one line (a full disk, a lock that outlasted the retries),
+    so the log record is dropped unless ``--debug`` (``COUNTBOARD_DEBUG``) asks for tracebacks."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from countboard.errors import debug_enabled
+
+        return debug_enabled() or not str(record.msg).startswith("SQLAlchemy database error")
+
+
+def _quiet_mlflow_database_errors() -> None:
+    logger = logging.getLogger("mlflow.store.db.utils")
+    if not any(isinstance(f, _RaisedAnyway) for f in logger.filters):
+        logger.addFilter(_RaisedAnyway())
+
+
 class Tracker:
     """Talks to one MLflow tracking store.
 
@@ -218,6 +235,7 @@ class Tracker:
     def client(self):
         if self._client is None:
             http_limits(self.timeout_s)
+            _quiet_mlflow_database_errors()
             from mlflow.tracking import MlflowClient
 
             self._client = _retry(lambda: MlflowClient(tracking_uri=self.client_uri), "connect")
@@ -556,6 +574,13 @@ def reach_config(tracking) -> None:
         uri = tracking.get("uri") or os.environ.get(address.TRACKING_URI_ENV)
         if uri:
             reach(address.parse(uri).uri, float(tracking.get("timeout_s", REACH_TIMEOUT_S)))
+
+
+def config_folder(tracking) -> Path | None:
+    """The folder of a ``tracking=local`` config's store (None for a server): where its writes go."""
+    if tracking is None or tracking.get("kind", "local") != "local":
+        return None
+    return address.parse(tracking.get("store_dir") or address.DEFAULT_STORE).folder
 
 
 def tracker_from_config(tracking) -> Tracker:
