@@ -206,7 +206,7 @@ def test_sweep_over_http_to_a_real_mlflow_server(tmp_path, mlflow_server_url):
     import mlflow
 
     client = mlflow.MlflowClient(url)
-    exp = client.get_experiment_by_name("countboard")
+    exp = client.get_experiment_by_name("countboard/engine")  # the toy family's experiment
     runs = client.search_runs([exp.experiment_id])
     cells = [r for r in runs if r.data.tags.get("countboard.role") == "cell"]
     assert len(cells) == 2 and {r.info.status for r in cells} == {"FINISHED"}

@@ -119,6 +119,13 @@ def run_name(cfg: DictConfig, model: str, dataset: str, task: str, protocol: Pro
     return clean_run_name(" · ".join(str(p) for p in parts))
 
 
+def task_family(cfg: DictConfig) -> str:
+    """The family of the cell's task (its class's ``family``; ``other`` when it declares none)."""
+    from hydra.utils import get_class
+
+    return getattr(get_class(cfg.task._target_), "family", "") or "other"
+
+
 class Cell:
     """The state of one job: config, identity, tracker, lease and the run it writes to."""
 
@@ -138,7 +145,11 @@ class Cell:
             tracker = tracker_from_config(cfg.tracking)
             tracker.check()
         self.tracker: Tracker = tracker
-        self.experiment_id = self.tracker.experiment_id(cfg.tracking.experiment)
+        self.family = task_family(cfg)
+        # new runs go to the family's experiment; runs of the cell are looked for in every experiment of the
+        # pattern and in the one experiment of older stores (``tracking.experiments``)
+        self.experiment_id = self.tracker.family_experiment_id(cfg.tracking.experiment, self.family)
+        self.search_ids = self.tracker.search_experiment_ids(cfg.tracking.experiment, self.experiment_id)
         self.run_id: str | None = None
         self.lease: Lease | None = None
         self.finished = False
@@ -186,7 +197,7 @@ class Cell:
 
     def open_run(self, family: str) -> bool:
         """Find or create the run (the lease is held). False when a finished run exists and nothing is to redo."""
-        runs = [r for r in self.tracker.find_runs(self.experiment_id, {tg.CONFIG_HASH: self.hash})
+        runs = [r for r in self.tracker.find_runs(self.search_ids, {tg.CONFIG_HASH: self.hash})
                 if r.tags.get(tg.ROLE) == tg.ROLE_CELL]
         finished = [r for r in runs if r.status == st.FINISHED]
         if finished and not self.cfg.force:

@@ -83,7 +83,7 @@ class TrackingConf:
     store_dir: str | None = "mlruns"
     uri: str | None = None
     artifact_root: str | None = None
-    experiment: str = "countboard"
+    experiment: str = "countboard/{family}"
     timeout_s: int = 10
 
 
@@ -130,6 +130,29 @@ def validate_name(name: str, what: str) -> str:
         raise ConfigError(
             f"{what}={text[:80]!r} is not a valid name: use 1-{NAME_MAX} letters, digits, spaces and _ . , : = + @ "
             "( ) · - (no '/', '\\' or '..'), starting with a letter or digit")
+    return text
+
+
+def validate_experiment(pattern: str, what: str) -> str:
+    """``pattern`` if it is safe as an experiment name or name pattern: names as ``validate_name`` allows, joined
+    by ``/``, one of which may hold the placeholder ``{family}`` (``countboard/{family}``).
+
+    Example:
+        >>> validate_experiment("countboard/{family}", "tracking.experiment")
+        'countboard/{family}'
+    """
+    text = str(pattern)
+    if text.count("{family}") > 1 or len(text) > NAME_MAX:
+        raise ConfigError(f"{what}={text[:80]!r} is not a valid name: use {{family}} at most once and at most "
+                          f"{NAME_MAX} characters")
+    for part in text.replace("{family}", "family").split("/"):
+        try:
+            validate_name(part, what)
+        except ConfigError:
+            raise ConfigError(
+                f"{what}={text[:80]!r} is not a valid name: use names of 1-{NAME_MAX} letters, digits, spaces and "
+                "_ . , : = + @ ( ) · - joined by '/' (no '\\', '..' or empty part), each starting with a letter or "
+                "digit; {family} stands for the run's family") from None
     return text
 
 
@@ -181,7 +204,7 @@ def validate(cfg) -> None:
                           f"{', '.join(p.value for p in Precision)}")
     tracking = cfg.get("tracking")
     if tracking is not None:
-        validate_name(tracking.get("experiment", "countboard"), "tracking.experiment")
+        validate_experiment(tracking.get("experiment", "countboard/{family}"), "tracking.experiment")
         timeout = tracking.get("timeout_s", 10)
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigError(f"tracking.timeout_s={timeout!r} must be a positive number of seconds")

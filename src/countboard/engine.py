@@ -239,7 +239,7 @@ def _run_job(cfg: DictConfig) -> str | None:
     # the task's own files (logged as artifacts when the cell finishes), removed with the job however it ends
     with _sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="countboard-") as work_dir:
         try:
-            if not cell.open_run(_task_family(cfg)):
+            if not cell.open_run(cell.family):
                 return None
             batching = Batching(cfg.batch_size, cell.device)
             ctx = RunContext(device=cell.device, seed=int(cfg.seed), batch_size=batching.size, batching=batching,
@@ -303,8 +303,3 @@ def _record_failure(cell: Cell, exc: BaseException, records, failed) -> None:
                     exc_info=debug_enabled())
     log.error("%s failed: %s (run %s keeps its checkpoints; rerun to resume)", cell.name, message, cell.run_id)
 
-
-def _task_family(cfg: DictConfig) -> str:
-    from hydra.utils import get_class
-
-    return getattr(get_class(cfg.task._target_), "family", "") or "other"

@@ -14,7 +14,11 @@ from countboard.quantify.compare import pairwise_long
 from countboard.quantify.comparison_runs import inputs_hash, latest_per_generator
 from countboard.tracking import tracker_from_config
 
-EXPERIMENT = "countboard"
+EXPERIMENT = "countboard"  # a store written before experiments were split by family: its runs are read
+
+
+def experiment_ids(tracker) -> list[str]:
+    return [e.experiment_id for e in tracker.experiments()]
 
 
 def log_cell(tracker, task: str, tags: dict[str, str], a: float, b: float, tmp: Path, *,
@@ -60,7 +64,7 @@ def store(tmp_path):
 
 
 def comparisons(tracker) -> dict[tuple[str, str], str]:
-    runs = tracker.client.search_runs([tracker.experiment_id(EXPERIMENT)],
+    runs = tracker.client.search_runs(experiment_ids(tracker),
                                       filter_string="tags.`countboard.role` = 'comparison'")
     return {(r.data.tags["task"], r.data.tags["classifier"]): r.info.run_id for r in runs}
 
@@ -91,6 +95,11 @@ def test_compare_logs_one_run_per_group_and_skips_unchanged(store, tmp_path, cap
     assert {k: run.data.tags[k] for k in ("task", "dataset", "classifier", "family")} == {
         "task": "bcc", "dataset": "ds", "classifier": "clf1", "family": "acs"}
     assert run.data.params["generators"] == "gen_a,gen_b,gen_c"  # not the FAILED gen_z, partial gen_p, damaged gen_q
+    # each comparison in its family's experiment, none in the older single one
+    names = {e.experiment_id: e.name for e in tracker.experiments()}
+    where = {key: names[tracker.client.get_run(rid).info.experiment_id] for key, rid in runs.items()}
+    assert where == {("bcc", "clf1"): "countboard/acs", ("text_acs", "vader"): "countboard/acs",
+                     ("geckonum_autoeval", "owl"): "countboard/numeracy"}
 
     capsys.readouterr()
     assert main(["compare", "--store", str(store_dir)]) == 0
@@ -100,7 +109,7 @@ def test_compare_logs_one_run_per_group_and_skips_unchanged(store, tmp_path, cap
     log_cell(tracker, "bcc", {"generator": "gen_d", "model": "clf1"}, 2.0, 8.0, tmp_path)
     assert main(["compare", "--store", str(store_dir), "--task", "bcc", "--classifier", "clf1"]) == 0
     assert "1 comparison run(s) logged, 0 unchanged" in capsys.readouterr().out
-    new = tracker.client.search_runs([tracker.experiment_id(EXPERIMENT)],
+    new = tracker.client.search_runs(experiment_ids(tracker),
                                      filter_string="tags.`countboard.role` = 'comparison' AND tags.task = 'bcc'",
                                      order_by=["attributes.start_time DESC"])
     assert len(new) == 2
@@ -110,7 +119,7 @@ def test_compare_logs_one_run_per_group_and_skips_unchanged(store, tmp_path, cap
 def test_compare_names_a_missing_experiment(store, capsys):
     store_dir, _ = store
     assert main(["compare", "--store", str(store_dir), "--experiment", "nope"]) == 2
-    assert "experiment 'nope' not found" in capsys.readouterr().err
+    assert "no experiment named by 'nope'" in capsys.readouterr().err
 
 
 def test_helpers():

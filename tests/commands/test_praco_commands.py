@@ -19,7 +19,7 @@ def release(tmp_path_factory):
 
 
 def _runs(tracker):
-    exp = tracker.client.get_experiment_by_name("countboard")
+    exp = tracker.client.get_experiment_by_name("countboard/counters")  # imports land in their family's
     return tracker.client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
 
 

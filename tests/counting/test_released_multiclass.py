@@ -159,7 +159,7 @@ def test_cli_import_export_import_is_the_identity(clean, tmp_path, capsys):
                  "--keep-maps", "--final-metrics", str(tmp_path / "final.csv")]) == 0
     assert "logged run" in capsys.readouterr().out
     tracker = open_store(str(store), create=True)
-    exp = tracker.client.get_experiment_by_name("countboard")
+    exp = tracker.client.get_experiment_by_name("countboard/counters")
     (first,) = tracker.client.search_runs([exp.experiment_id])
     out = tmp_path / "exported"
     assert main(["export-praco", first.info.run_id, "--out", str(out), "--store", str(store)]) == 0

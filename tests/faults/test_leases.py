@@ -88,7 +88,7 @@ def test_two_concurrent_sweeps_on_a_remote_mlflow_server(tmp_path, mlflow_server
     assert a.wait(timeout=600) == 0, (tmp_path / "a.log").read_text()[-3000:]
     assert b.wait(timeout=600) == 0, (tmp_path / "b.log").read_text()[-3000:]
     client = mlflow.MlflowClient(mlflow_server_url)
-    exp = client.get_experiment_by_name("countboard")
+    exp = client.get_experiment_by_name("countboard/engine")  # the toy family's experiment
     cells = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("countboard.role") == "cell"]
     assert len(cells) == 4 and {r.info.status for r in cells} == {"FINISHED"}
     counts = _unit_counts(tmp_path)

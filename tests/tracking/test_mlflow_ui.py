@@ -70,8 +70,10 @@ async def _open_experiment(base: str, name: str, shot: Path) -> dict:
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="needs the Debian package `chromium` (apt-get install -y chromium)")
 def test_mlflow_ui_opens_an_experiment_on_its_runs_table(tmp_path):
-    spec = FamilySpec("counters", {"cnt_f1": True, "mae": False}, models=["owl_a", "owl_b"], datasets=["fsc147"])
-    store = make_store(tmp_path / "store", [spec], seed=3, with_artifacts=False)
+    counters = FamilySpec("counters", {"cnt_f1": True, "mae": False}, models=["owl_a", "owl_b"], datasets=["fsc147"])
+    numeracy = FamilySpec("generators", {"numeracy_accuracy": True}, models=["sd"], datasets=["geckonum"])
+    store = make_store(tmp_path / "store", [counters], seed=3, with_artifacts=False, experiment="countboard/counters")
+    make_store(tmp_path / "store", [numeracy], seed=4, with_artifacts=False, experiment="countboard/numeracy")
     port = _free_port()
     log = tmp_path / "mlflow-ui.log"
     with open(log, "w") as out:
@@ -89,13 +91,16 @@ def test_mlflow_ui_opens_an_experiment_on_its_runs_table(tmp_path):
                 if proc.poll() is not None or time.time() > deadline:
                     raise AssertionError(f"the MLflow UI did not come up:\n{log.read_text()[-3000:]}") from None
                 time.sleep(1)
-        seen = asyncio.run(_open_experiment(base, "countboard", ARTIFACTS / "experiment.png"))
+        seen = asyncio.run(_open_experiment(base, "countboard/counters", ARTIFACTS / "experiment.png"))
     finally:
         proc.terminate()
         proc.wait(30)
     assert "/experiments/" in seen["url"] and "/runs" in seen["url"], seen["url"]
     assert "Run Name" in seen["text"] and "sweep-counters" in seen["text"], seen["text"][:2000]
     assert f"{len(store.run_ids) + 1} matching runs" in seen["text"]  # the sweep and its 2 cells
+    # one family per experiment: the counters' metrics are its columns, the numeracy runs and metrics are not there
+    assert "cnt_f1" in seen["text"] and "mae" in seen["text"]
+    assert "numeracy_accuracy" not in seen["text"] and "sweep-generators" not in seen["text"]
     # the GenAI overview's own words are absent
     assert "Detect Issues" not in seen["text"] and "Evaluation runs" not in seen["text"]
     from mlflow.tracking import MlflowClient

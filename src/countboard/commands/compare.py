@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from countboard.acs.tasks import COMPARED as ACS_COMPARED
-from countboard.commands import store_argument
+from countboard.commands import experiment_argument, store_argument
 from countboard.numeracy.tasks import COMPARED as NUMERACY_COMPARED
 
 TASKS = {spec.task: spec for spec in (*ACS_COMPARED, *NUMERACY_COMPARED)}
@@ -40,7 +40,7 @@ def register(subparsers) -> None:
                                           "(task, dataset, classifier, protocol): P(A > B) for every pair of "
                                           "generators.")
     store_argument(p)
-    p.add_argument("--experiment", default="countboard", help="experiment to read and log to")
+    experiment_argument(p, "experiments to read and log to")
     p.add_argument("--task", choices=[*TASKS, "all"], default="all", help="which task's cells to compare")
     p.add_argument("--classifier", default=None, help="only the cells judged by this classifier / evaluator")
     p.add_argument("--force", action="store_true", help="log again even if an identical comparison exists")

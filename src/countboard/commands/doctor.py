@@ -151,14 +151,14 @@ def _recover(db: Path) -> None:
     rewrite_locations(db)  # a recovered copy of a moved store points at its own folder too (one --fix repairs all)
 
 
-def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
+def _run_findings(tracker, exp_ids: list[str], ttl_s: float) -> list[Finding]:
     from countboard.tracking import store as st
     from countboard.tracking import tags as tg
     from countboard.tracking.callbacks import close_parent
     from countboard.tracking.lease import list_leases, owner_gone
 
     out: list[Finding] = []
-    leases = list_leases(tracker, exp_id)
+    leases = list_leases(tracker, exp_ids)
     live = set()
     for lease in leases:
         if lease.expired(ttl_s):
@@ -166,7 +166,7 @@ def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
                                lambda r=lease.run_id: tracker.delete_run(r)))
         else:
             live.add(lease.key)
-    runs = tracker.find_runs(exp_id, {})
+    runs = tracker.find_runs(exp_ids, {})
     for run in runs:
         role, name = run.tags.get(tg.ROLE), run.tags.get(tg.RUN_NAME, "")
         if role == tg.ROLE_CELL and run.status == st.RUNNING and run.tags.get(tg.CONFIG_HASH) not in live:
@@ -182,7 +182,7 @@ def _run_findings(tracker, exp_id: str, ttl_s: float) -> list[Finding]:
             if not any(c.status == st.RUNNING for c in children):
                 out.append(Finding("parent", f"sweep run {run.run_id} is RUNNING but its {len(children)} children "
                                    "have ended", "end it FINISHED or FAILED with its children",
-                                   lambda r=run.run_id: close_parent(tracker, exp_id, r, ttl_s)))
+                                   lambda r=run.run_id: close_parent(tracker, exp_ids, r, ttl_s)))
         if role == tg.ROLE_CELL and run.status == st.FINISHED:  # a stopped run gets them when the next sweep resumes it
             missing = _missing_config(tracker, run.run_id)
             if missing:
@@ -308,8 +308,8 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0, damag
         return findings  # nothing else can be read (or proven an orphan) until the store is whole
     tracker = open_address(where, create=False)
     tracker.check()
-    for exp in tracker.experiments():
-        findings += _run_findings(tracker, exp.experiment_id, ttl_s)
+    # one pass over every experiment: a sweep's children and leases sit in their families' experiments
+    findings += _run_findings(tracker, [str(e.experiment_id) for e in tracker.experiments()], ttl_s)
     findings += _manifest_findings(tracker, findings, damaged)
     if where.folder is not None:
         findings += _artifact_findings(tracker, where.folder)

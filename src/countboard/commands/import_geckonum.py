@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from countboard.commands import store_argument
+from countboard.commands import experiment_argument, store_argument
 from countboard.errors import DataNotFoundError
 from countboard.metrics.numeracy_rules import RANGE_RULES, TIE_RULES
 
@@ -77,7 +77,7 @@ def register(subparsers) -> None:
     p.add_argument("path", help="geckonum_annotations.zip, or a folder of task_<n>_<generator>.csv files")
     p.add_argument("--prompts", default=None, help="prompts.csv (default: beside PATH)")
     store_argument(p, creates=True)
-    p.add_argument("--experiment", default="countboard", help="MLflow experiment (default: countboard)")
+    experiment_argument(p, "MLflow experiment")
     p.add_argument("--task", type=int, action="append", choices=(1, 2, 3), help="only this task (repeatable)")
     p.add_argument("--allow-generator", action="append", metavar="NAME",
                    help="accept a generator name besides the seven of the study (repeatable)")  # fmt: skip

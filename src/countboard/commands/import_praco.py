@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from countboard.commands import store_argument
+from countboard.commands import experiment_argument, store_argument
 from countboard.counting.released import HALVES
 
 
@@ -64,7 +64,7 @@ def register(subparsers) -> None:
                    help="log official_* rounded as the released scorer (3 decimals, PCCN 2)")
     p.add_argument("--keep-maps", action="store_true", help="store the density maps in the run (for export)")
     store_argument(p, creates=True)
-    p.add_argument("--experiment", default="countboard", help="MLflow experiment (default: countboard)")
+    experiment_argument(p, "MLflow experiment")
     p.add_argument("--force", action="store_true", help="log again even if an identical import exists")
     p.add_argument("--final-metrics", default=None, metavar="CSV",
                    help="also write the released final_metrics file, one row per imported model")

@@ -37,6 +37,7 @@ from countboard.numeracy.release import (
 from countboard.numeracy.scoring import ImportProblem, score_annotations
 from countboard.numeracy.summary import confusion_figure, summarize_units
 from countboard.tracking import tags as tg
+from countboard.tracking.experiments import DEFAULT_PATTERN
 from countboard.tracking.tags import RunTags
 
 log = logging.getLogger("countboard")
@@ -252,11 +253,14 @@ def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool 
     another live import is logging is left alone and the run skipped (``report.busy``).
     """
     report = ImportReport()
-    experiment_id = tracker.experiment_id(experiment)
+    seen: dict[str, list[str]] = {}  # family -> the experiments its twins may be in (``tracking.experiments``)
     owner = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     for run in runs:
         identity = RunTags.from_tags(run.tags)
-        twins = tracker.find_runs(experiment_id, {tg.CONFIG_HASH: identity.config_hash})
+        if identity.family not in seen:
+            own = tracker.family_experiment_id(experiment, identity.family)
+            seen[identity.family] = tracker.search_experiment_ids(experiment, own)
+        twins = tracker.find_runs(seen[identity.family], {tg.CONFIG_HASH: identity.config_hash})
         if not force and any(r.status == FINISHED for r in twins):
             report.skipped.append((run.generator, identity.task))
             continue
@@ -283,7 +287,7 @@ def import_geckonum(
     annotations: str | Path,
     prompts_path: str | Path,
     tracker,
-    experiment: str = "countboard",
+    experiment: str = DEFAULT_PATTERN,
     opts: ImportOptions | None = None,
     force: bool = False,
 ) -> ImportReport:

@@ -13,3 +13,5 @@ class ComparedTask:
     task: str
     generator_tag: str
     classifier_tag: str
+    #: The family of the task's cells: its comparisons are logged in that family's experiment.
+    cells_family: str = "acs"

@@ -31,6 +31,7 @@ from countboard.protocol import DEFAULT_LABEL, of_run
 from countboard.quantify.compare import generator_comparison, pairwise_heatmap, pairwise_long
 from countboard.quantify.compared import ComparedTask
 from countboard.tracking import tags as tg
+from countboard.tracking.experiments import experiment_name
 from countboard.tracking.tags import RunTags
 
 log = logging.getLogger(__name__)
@@ -109,12 +110,13 @@ def incomplete(tags: dict[str, str]) -> str | None:
     return f"{failed} failed units" if failed else None
 
 
-def read_cells(tracker, experiment_id: str, spec: ComparedTask, tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def read_cells(tracker, experiment_ids: str | list[str], spec: ComparedTask, tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The complete FINISHED cells of ``spec.task`` with a BCC posterior (run_id, end_time, dataset, classifier,
     protocol, generator, a, b), and the incomplete ones left out (run_id, dataset, classifier, why)."""
     query = (f"tags.`{tg.TASK}` = '{spec.task}' AND tags.`{tg.ROLE}` = '{tg.ROLE_CELL}' "
              "AND attributes.status = 'FINISHED'")
-    runs = tracker.client.search_runs([experiment_id], filter_string=query, max_results=5000)
+    ids = [experiment_ids] if isinstance(experiment_ids, str) else list(experiment_ids)
+    runs = tracker.client.search_runs(ids, filter_string=query, max_results=5000)
     rows, left_out = [], []
     for run in runs:
         tags = run.data.tags
@@ -165,20 +167,21 @@ def compare_generators(tracker, experiment: str, tasks: Sequence[ComparedTask], 
 
     Args:
         tracker: An open store (``countboard.tracking.store.Tracker``).
-        experiment: The experiment whose cells are read and where the comparisons are logged.
+        experiment: The experiment name or pattern (``countboard/{family}``): cells are read from every experiment
+            it names (and the one experiment of older stores), comparisons logged in their family's.
         tasks: The compared tasks (each domain's ``COMPARED``).
         classifier: Only the cells judged by this classifier / evaluator.
         force: Log again even when an identical comparison exists.
     """
     tracker.check()
-    found = tracker.client.get_experiment_by_name(experiment)
-    if found is None:
-        raise ConfigError(f"experiment {experiment!r} not found in {tracker.uri}; run a sweep first or pass "
+    found = tracker.search_experiment_ids(experiment)
+    if not found:
+        raise ConfigError(f"no experiment named by {experiment!r} in {tracker.uri}; run a sweep first or pass "
                           "--experiment")
     done = []
     with tempfile.TemporaryDirectory(prefix="countboard-compare-") as tmp:
         for spec in tasks:
-            cells, left_out = read_cells(tracker, found.experiment_id, spec, Path(tmp))
+            cells, left_out = read_cells(tracker, found, spec, Path(tmp))
             if classifier:
                 cells = cells[cells["classifier"] == classifier]
             for (dataset, judge, protocol), group in cells.groupby(["dataset", "classifier", "protocol"], sort=True):
@@ -187,7 +190,7 @@ def compare_generators(tracker, experiment: str, tasks: Sequence[ComparedTask], 
                     log.info("compare: %s / %s / %s / %s has one generator; nothing to compare", spec.task, dataset,
                              judge, protocol)
                     continue
-                run_id = log_comparison(tracker, experiment, spec.task, str(dataset), str(judge), group, force,
+                run_id = log_comparison(tracker, experiment_name(experiment, spec.cells_family), spec.task, str(dataset), str(judge), group, force,
                                         str(protocol))
                 n_out = int(((left_out["dataset"] == dataset) & (left_out["classifier"] == judge)).sum())
                 done.append(Comparison(spec.task, str(dataset), str(judge), len(group), run_id, str(protocol), n_out))

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from countboard.tracking import store as st
 from countboard.tracking import tags as tg
+from countboard.tracking.experiments import SWEEPS_GROUP
 
 log = logging.getLogger("countboard")
 PARENT_ENV = "COUNTBOARD_PARENT_RUN_ID"
@@ -44,6 +45,7 @@ class SweepCallback(Callback):
         self.run_id: str | None = None
         self.tracker = None
         self.experiment_id: str | None = None
+        self.pattern = ""
         self.ttl_s = 60.0
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -69,7 +71,10 @@ class SweepCallback(Callback):
         validate(config)  # before the parent run exists
         self.tracker = tracker_from_config(config.tracking)
         self.tracker.check()
-        exp_id = self.experiment_id = self.tracker.experiment_id(config.tracking.experiment)
+        # a sweep may span families: its parent lives in the pattern's `sweeps` experiment, its children in their
+        # families' experiments (``tracking.experiments``)
+        self.pattern = str(config.tracking.experiment)
+        exp_id = self.experiment_id = self.tracker.family_experiment_id(self.pattern, group=SWEEPS_GROUP)
         overrides = list(config.hydra.overrides.task)
         sweep_params = config.hydra.sweeper.get("params") or {}
         overrides += [f"{k}={v}" for k, v in sweep_params.items()]
@@ -78,7 +83,8 @@ class SweepCallback(Callback):
         key = sweep_hash(overrides)
         self.ttl_s = float(config.get("lease_ttl_s", 60))
         with Lease(self.tracker, exp_id, f"sweep:{key}", self.ttl_s):
-            existing = self.tracker.find_runs(exp_id, {tg.ROLE: tg.ROLE_SWEEP, tg.SWEEP_HASH: key})
+            searched = self.tracker.search_experiment_ids(self.pattern, exp_id)
+            existing = self.tracker.find_runs(searched, {tg.ROLE: tg.ROLE_SWEEP, tg.SWEEP_HASH: key})
             if existing:
                 self.run_id = existing[0].run_id
                 self.tracker.set_status(self.run_id, st.RUNNING)
@@ -108,7 +114,8 @@ class SweepCallback(Callback):
             return
         run_id, self.run_id = self.run_id, None
         try:
-            status = close_parent(self.tracker, self.experiment_id, run_id, self.ttl_s)
+            searched = self.tracker.search_experiment_ids(self.pattern)  # children may have made new ones
+            status = close_parent(self.tracker, searched, run_id, self.ttl_s)
         except Exception as exc:  # at exit the store may be gone; `countboard doctor --fix` closes it later
             log.warning("sweep run %s not closed: %s", run_id, exc)
             return
@@ -124,14 +131,15 @@ def _sweep_name(overrides: list[str]) -> str:
 LEFT_RUNNING = "left RUNNING"
 
 
-def close_parent(tracker, experiment_id: str, run_id: str, ttl_s: float = 60.0) -> str:
-    """Set the parent's status from its children's; returns what was done, in words."""
+def close_parent(tracker, experiment_ids: str | list[str], run_id: str, ttl_s: float = 60.0) -> str:
+    """Set the parent's status from its children's, found in ``experiment_ids`` (the experiments of the sweep's
+    families); returns what was done, in words."""
     from countboard.tracking.lease import list_leases
 
-    children = tracker.find_runs(experiment_id, {tg.PARENT: run_id})
+    children = tracker.find_runs(experiment_ids, {tg.PARENT: run_id})
     statuses = [c.status for c in children]
     running = [c for c in children if c.status == st.RUNNING]
-    live = {lease.key for lease in list_leases(tracker, experiment_id) if not lease.expired(ttl_s)}
+    live = {lease.key for lease in list_leases(tracker, experiment_ids) if not lease.expired(ttl_s)}
     if any(c.tags.get(tg.CONFIG_HASH) in live for c in running):
         return f"{len(running)} cells still running in another process; {LEFT_RUNNING}"
     n_bad = sum(s != st.FINISHED for s in statuses)
@@ -154,7 +162,8 @@ def fail_open_sweep(error: BaseException | None) -> str | None:
     run_id, sweep.run_id = sweep.run_id, None  # its exit-time close() must not set it from its (absent) children
     try:
         sweep.tracker.set_tags(run_id, {tg.ERROR: message[:5000]})
-        outcome = close_parent(sweep.tracker, sweep.experiment_id, run_id, sweep.ttl_s)  # counts its children
+        outcome = close_parent(sweep.tracker, sweep.tracker.search_experiment_ids(sweep.pattern), run_id,
+                               sweep.ttl_s)  # counts its children
         if outcome.endswith(LEFT_RUNNING):  # another live process runs some of its cells and will close it
             return run_id
         sweep.tracker.set_status(run_id, st.KILLED if isinstance(error, KeyboardInterrupt) else st.FAILED)

@@ -97,8 +97,8 @@ class LeaseInfo:
         return f"{self.host}:{self.pid}"
 
 
-def list_leases(tracker, experiment_id: str, key: str | None = None) -> list[LeaseInfo]:
-    """Active lease runs of the experiment (of ``key`` only, when given)."""
+def list_leases(tracker, experiment_id: str | list[str], key: str | None = None) -> list[LeaseInfo]:
+    """Active lease runs of one experiment or several (of ``key`` only, when given)."""
     tags = {tg.ROLE: ROLE, **({KEY_TAG: key} if key else {})}
     return [LeaseInfo.from_tags(r.run_id, r.tags) for r in tracker.find_runs(experiment_id, tags)]
 

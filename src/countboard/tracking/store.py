@@ -8,14 +8,14 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlparse
 from urllib.request import url2pathname
 
-from countboard.config import clean_run_name, validate_name
+from countboard.config import clean_run_name, validate_experiment
 from countboard.errors import ConfigError, TrackingStoreError
 from countboard.tracking import address
 from countboard.tracking import tags as tg
@@ -259,7 +259,10 @@ class Tracker:
     def experiment_id(self, name: str) -> str:
         """Id of experiment ``name``, created (with this tracker's artifact root) if missing."""
 
-        validate_name(name, "tracking.experiment")
+        validate_experiment(name, "tracking.experiment")
+        if "{" in name:
+            raise ConfigError(f"experiment name {name!r} still holds a placeholder; fill it first "
+                              "(tracking.experiments.experiment_name)")
 
         def get_or_create() -> str:
             exp = self.client.get_experiment_by_name(name)
@@ -283,6 +286,20 @@ class Tracker:
 
         return _retry(get_or_create, "experiment")
 
+    def family_experiment_id(self, pattern: str, family: str | None = None, group: str | None = None) -> str:
+        """Id of the experiment ``pattern`` names for a run of ``family`` (or the group ``group``), created if
+        missing (``tracking.experiments``)."""
+        from countboard.tracking.experiments import experiment_name
+
+        return self.experiment_id(experiment_name(pattern, family, group))
+
+    def search_experiment_ids(self, pattern: str, first: str | None = None) -> list[str]:
+        """Ids of the experiments that may hold runs under ``pattern``, ``first`` first: every experiment the
+        pattern names and the one experiment of older stores (``tracking.experiments.search_ids``)."""
+        from countboard.tracking.experiments import search_ids
+
+        return search_ids(self.experiments(), pattern, first)
+
     def mark_default_experiment(self) -> None:
         """Give the store's Default experiment (id 0, which MLflow creates untagged) the classic kind, as the
         experiments created here have; an experiment that already has a kind keeps it."""
@@ -295,7 +312,9 @@ class Tracker:
             log.debug("Default experiment not tagged: %s", exc)
 
     def _artifact_location(self, name: str) -> str | None:
-        """``<artifact_root>/<name>``, built with path APIs and checked to stay inside the root."""
+        """``<artifact_root>/<name>`` (one folder: ``countboard/counters`` keeps its artifacts in
+        ``countboard-counters``), built with path APIs and checked to stay inside the root."""
+        name = name.replace("/", "-")
         if not self.artifact_root:
             return None
         parsed = urlparse(self.artifact_root)
@@ -308,14 +327,18 @@ class Tracker:
                               "choose a plain name")
         return location.as_uri() if parsed.scheme == "file" else str(location)
 
-    def find_runs(self, experiment_id: str, tags: Mapping[str, str], statuses: Iterable[str] | None = None
-                  ) -> list[RunRecord]:
-        """Active runs whose tags equal ``tags`` (newest first, every page), optionally restricted to ``statuses``."""
+    def find_runs(self, experiment_id: str | Sequence[str], tags: Mapping[str, str],
+                  statuses: Iterable[str] | None = None) -> list[RunRecord]:
+        """Active runs of one experiment or several whose tags equal ``tags`` (newest first, every page),
+        optionally restricted to ``statuses``."""
+        ids = [experiment_id] if isinstance(experiment_id, str) else list(experiment_id)
+        if not ids:
+            return []
         clauses = [f"tags.`{k}` = {_literal(v)}" for k, v in tags.items()]
         runs, token = [], None
         while True:
             page = _retry(lambda t=token: self.client.search_runs(
-                [experiment_id], filter_string=" AND ".join(clauses), order_by=["attributes.start_time DESC"],
+                ids, filter_string=" AND ".join(clauses), order_by=["attributes.start_time DESC"],
                 max_results=1000, page_token=t), "search")
             runs.extend(page)
             token = page.token
@@ -494,12 +517,15 @@ class Tracker:
                          artifacts_dir: str | os.PathLike | None = None, force: bool = False) -> str | None:
         """Log a finished run in one go (imports, trainings); skip if a FINISHED run has the same config_hash.
 
-        Returns the run id, or None when skipped. ``tags`` must contain ``config_hash``.
+        ``experiment`` is a name or a pattern (``countboard/{family}``, filled with the ``family`` tag); the run is
+        looked for in every experiment of the pattern. Returns the run id, or None when skipped. ``tags`` must
+        contain ``config_hash``.
         """
         if tg.CONFIG_HASH not in tags:
             raise ValueError(f"log_complete_run needs a `{tg.CONFIG_HASH}` tag to detect repeated imports")
-        exp_id = self.experiment_id(experiment)
-        if not force and self.find_runs(exp_id, {tg.CONFIG_HASH: tags[tg.CONFIG_HASH]}, [FINISHED]):
+        exp_id = self.family_experiment_id(experiment, tags.get(tg.FAMILY))
+        seen = self.search_experiment_ids(experiment, exp_id)
+        if not force and self.find_runs(seen, {tg.CONFIG_HASH: tags[tg.CONFIG_HASH]}, [FINISHED]):
             return None
         from countboard.tracking.lease import owner_tags
 

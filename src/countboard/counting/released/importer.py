@@ -41,6 +41,7 @@ from countboard.counting.released.multiclass import (
 from countboard.counting.released.scoring import Scored, ScoreOptions, score_results
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.tracking import tags as tg
+from countboard.tracking.experiments import DEFAULT_PATTERN
 from countboard.tracking.tags import RunTags
 
 TASK = "praco"
@@ -94,7 +95,7 @@ def write_artifacts(scored: Scored, split: str, root: Path, final_name: str = "f
 def import_praco(model_dir: str | Path, meta_dir: str | Path, tracker=None, *, split: str = "test",
                  gt_maps_dir: str | Path | None = None, exclude: str | Path | None = None,
                  collage: str = "vertical", model: str | None = None, official_rounding: bool = False,
-                 keep_maps: bool = False, experiment: str = "countboard", force: bool = False,
+                 keep_maps: bool = False, experiment: str = DEFAULT_PATTERN, force: bool = False,
                  all_class_images: str = "leave_out") -> ImportResult:
     """Score one model folder and log it (``tracker=None``: score only).
 
@@ -113,7 +114,7 @@ def import_praco(model_dir: str | Path, meta_dir: str | Path, tracker=None, *, s
         model: Model name in the file names (default: the folder's name).
         official_rounding: Log the ``official_*`` metrics rounded as the released scorer rounds them.
         keep_maps: Store the density maps in the run (``arrays/density_maps.npz``), so that export gives them back.
-        experiment: MLflow experiment.
+        experiment: MLflow experiment, or a pattern filled with the run's family (``tracking.experiments``).
         force: Log again even if a finished run has the same ``config_hash``.
         all_class_images: PrACo++ only: ``leave_out`` or ``count`` the images holding every class in MNP, NMN
             (macro) and PCCN (``official_mc_*`` always count them, as the authors do).

@@ -7,4 +7,5 @@ automatic ``evaluator`` is the classifier).
 from countboard.quantify.compared import ComparedTask
 from countboard.tracking import tags as tg
 
-COMPARED = (ComparedTask("geckonum_autoeval", generator_tag=tg.MODEL, classifier_tag=tg.EVALUATOR),)
+COMPARED = (ComparedTask("geckonum_autoeval", generator_tag=tg.MODEL, classifier_tag=tg.EVALUATOR,
+                         cells_family="generator_autoeval"),)
