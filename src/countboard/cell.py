@@ -27,6 +27,7 @@ from countboard.tracking import Tracker, failpoints, tracker_from_config
 from countboard.tracking import store as st
 from countboard.tracking import tags as tg
 from countboard.tracking.callbacks import parent_run_for_job
+from countboard.tracking.datasets import DatasetRef
 from countboard.tracking.lease import Lease, owner_tags
 from countboard.tracking.tags import RunTags
 
@@ -221,10 +222,16 @@ class Cell:
         self.log_config()
         return True
 
+    def dataset(self) -> DatasetRef:
+        """The dataset this cell evaluates, as MLflow tracks datasets (digest: the data fingerprint)."""
+        node = OmegaConf.to_container(self.cfg.dataset, resolve=True)
+        return DatasetRef.from_config(node, self.data_fingerprint or "")
+
     def log_config(self) -> None:
         """Params (the flattened resolved config) and ``config.yaml``; what is already logged is kept."""
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
         self.tracker.log_params(self.run_id, flatten(resolved))
+        self.tracker.log_datasets(self.run_id, [self.dataset()])  # a resumed run made before datasets gets it now
         if "config.yaml" in self.tracker.list_artifacts(self.run_id):
             return
         with tempfile.TemporaryDirectory() as tmp:

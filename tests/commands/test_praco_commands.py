@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,12 @@ def test_import_export_import_is_the_identity(release, tmp_path, capsys):
     tracker = open_store(str(store), create=True)
     (first,) = _runs(tracker)
     assert first.data.tags["task"] == "praco" and first.data.tags["model"] == MODEL
+    # the released data it was scored from, tracked as MLflow datasets: the FSC-147 metadata (context: the split)
+    # and the model's released results
+    inputs = {i.dataset.name: (i.dataset.source, [t.value for t in i.tags]) for i in first.inputs.dataset_inputs}
+    assert inputs == {"fsc147": (str(Path(release["meta"]).resolve()), ["test"]),
+                      f"praco_release/{Path(release['model_dir']).name}":
+                          (str(Path(release["model_dir"]).resolve()), ["predictions"])}
     artifacts = {a.path for a in tracker.client.list_artifacts(first.info.run_id)}
     assert {"files", "problems.json", "tables", "arrays"} <= artifacts
 

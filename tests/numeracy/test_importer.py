@@ -11,6 +11,7 @@ import pytest
 
 from countboard import cli
 from countboard.commands.import_geckonum import register
+from countboard.fingerprint import path_fingerprint
 from countboard.numeracy.importer import ImportOptions, build_runs, task_name
 from countboard.schema import load_schema
 
@@ -101,6 +102,18 @@ def test_import_logs_one_run_per_generator_and_task_then_skips(geckonum_dir, tmp
     artifacts = Path(dalle_t3["artifact_uri"].removeprefix("file://"))
     assert (artifacts / "samples.parquet").is_file()
     assert (artifacts / "tables" / "per_prompt_type.parquet").is_file()
+    # the release it came from, tracked as MLflow datasets, in the numeracy experiment
+    from countboard.tracking.store import open_store
+
+    tracker = open_store(str(store))
+    run = tracker.client.get_run(dalle_t3["run_id"])
+    inputs = {(i.dataset.name, i.dataset.source): i.dataset.digest for i in run.inputs.dataset_inputs}
+    zip_path = str((geckonum_dir / "geckonum_annotations.zip").resolve())
+    assert inputs == {("geckonum/annotations", zip_path): path_fingerprint(zip_path),
+                      ("geckonum/prompts", str((geckonum_dir / "prompts.csv").resolve())):
+                          path_fingerprint(geckonum_dir / "prompts.csv")}
+    assert {t.value for i in run.inputs.dataset_inputs for t in i.tags} == {"human_study"}
+    assert tracker.client.get_experiment(run.info.experiment_id).name == "countboard/numeracy"
     assert _run(argv) == 0
     assert "logged 0 run(s), skipped 14 already imported" in capsys.readouterr().out
     assert len(_runs(store)) == 14

@@ -80,5 +80,8 @@ def test_sweeps_write_per_family_and_skip_the_cells_of_an_older_single_experimen
              names[r["experiment_id"]] for _, r in runs.iterrows() if r["tags.countboard.role"] != "lease"}
     assert where == {("cell", "toy"): "countboard", ("cell", "toy_double"): "countboard/engine",
                      ("sweep", ""): "countboard/sweeps"}
+    cell = runs[runs["tags.model"] == "toy_double"].iloc[0]
+    (data,) = tracker.client.get_run(cell["run_id"]).inputs.dataset_inputs  # the cell's dataset, MLflow's way
+    assert data.dataset.name == "toy" and len(data.dataset.digest) == 16  # digested by its config: no data files
     sweep = runs[runs["tags.countboard.role"] == "sweep"].iloc[0]
     assert sweep["status"] == "FINISHED" and sweep["tags.n_children"] == "1"

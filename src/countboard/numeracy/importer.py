@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from countboard.errors import CountboardError
+from countboard.fingerprint import path_fingerprint
 from countboard.numeracy.release import (
     GENERATORS,
     annotation_digests,
@@ -37,6 +38,7 @@ from countboard.numeracy.release import (
 from countboard.numeracy.scoring import ImportProblem, score_annotations
 from countboard.numeracy.summary import confusion_figure, summarize_units
 from countboard.tracking import tags as tg
+from countboard.tracking.datasets import DatasetRef
 from countboard.tracking.experiments import DEFAULT_PATTERN
 from countboard.tracking.tags import RunTags
 
@@ -246,7 +248,8 @@ def _settle_twins(tracker, twins, report: ImportReport) -> bool:
     return busy
 
 
-def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool = False) -> ImportReport:
+def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool = False,
+             datasets: Sequence[DatasetRef] = ()) -> ImportReport:
     """Log each run with ``tracker.log_complete_run``; runs with a finished twin (same ``config_hash``) are skipped.
 
     A twin left RUNNING by an import that was killed is ended (KILLED) and the run logged again; a twin that
@@ -278,9 +281,20 @@ def log_runs(runs: Iterable[ImportedRun], tracker, experiment: str, force: bool 
                 metrics=run.metrics,
                 artifacts_dir=tmp,
                 force=True,
+                datasets=datasets,
             )
         report.logged.append((run.generator, identity.task, run_id))
     return report
+
+
+def released_datasets(annotations: str | Path, prompts_path: str | Path) -> list[DatasetRef]:
+    """The GeckoNum release an import was scored from, as MLflow tracks datasets: its human annotations and its
+    prompts (digests: their fingerprints)."""
+    prompts = Path(prompts_path).resolve()
+    paths = {"annotations": Path(annotations).resolve(), "prompts": prompts if prompts.is_file() else
+             prompts / "prompts.csv"}  # ``prompts.csv`` or its folder, as ``build_runs`` reads it
+    return [DatasetRef(f"{DATASET}/{what}", path_fingerprint(path), str(path), "human_study")
+            for what, path in paths.items() if path.exists()]
 
 
 def import_geckonum(
@@ -299,6 +313,6 @@ def import_geckonum(
     runs, problems = build_runs(annotations, prompts_path, opts)
     tracker = tracker() if callable(tracker) else tracker
     tracker.check()
-    report = log_runs(runs, tracker, experiment, force)
+    report = log_runs(runs, tracker, experiment, force, released_datasets(annotations, prompts_path))
     report.problems = problems
     return report

@@ -392,6 +392,14 @@ class Tracker:
         run = _retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=all_tags), "create run")
         return run.info.run_id
 
+    def log_datasets(self, run_id: str, refs: Sequence) -> None:
+        """Log the datasets the run read (``tracking.datasets.DatasetRef``) as MLflow dataset inputs; a dataset
+        logged before is not added again."""
+        from countboard.tracking.datasets import dataset_inputs
+
+        if refs:
+            _retry(lambda: self.client.log_inputs(run_id, datasets=dataset_inputs(list(refs))), "log inputs")
+
     def set_status(self, run_id: str, status: str) -> None:
         """Reopen a run (``RUNNING``) or end it; a run that ends first records its artifact manifest."""
         if status == RUNNING:
@@ -514,11 +522,13 @@ class Tracker:
 
     def log_complete_run(self, experiment: str, run_name: str, tags: Mapping[str, str], *,
                          params: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None,
-                         artifacts_dir: str | os.PathLike | None = None, force: bool = False) -> str | None:
+                         artifacts_dir: str | os.PathLike | None = None, force: bool = False,
+                         datasets: Sequence = ()) -> str | None:
         """Log a finished run in one go (imports, trainings); skip if a FINISHED run has the same config_hash.
 
         ``experiment`` is a name or a pattern (``countboard/{family}``, filled with the ``family`` tag); the run is
-        looked for in every experiment of the pattern. Returns the run id, or None when skipped. ``tags`` must
+        looked for in every experiment of the pattern. ``datasets``: what it was made from
+        (``tracking.datasets.DatasetRef``). Returns the run id, or None when skipped. ``tags`` must
         contain ``config_hash``.
         """
         if tg.CONFIG_HASH not in tags:
@@ -533,6 +543,7 @@ class Tracker:
         try:
             if params:
                 self.log_params(run_id, params)
+            self.log_datasets(run_id, datasets)
             if metrics:
                 self.log_metrics(run_id, metrics)
             if artifacts_dir:

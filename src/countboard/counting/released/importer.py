@@ -40,7 +40,9 @@ from countboard.counting.released.multiclass import (
 )
 from countboard.counting.released.scoring import Scored, ScoreOptions, score_results
 from countboard.errors import ConfigError, DataNotFoundError
+from countboard.fingerprint import path_fingerprint
 from countboard.tracking import tags as tg
+from countboard.tracking.datasets import DatasetRef
 from countboard.tracking.experiments import DEFAULT_PATTERN
 from countboard.tracking.tags import RunTags
 
@@ -154,16 +156,27 @@ def import_praco(model_dir: str | Path, meta_dir: str | Path, tracker=None, *, s
               "gt_density_maps": str(gt_dir.resolve()) if gt_dir else "", "exclude": str(exclude or "bundled"),
               "n_images": len(results.images), "n_excluded": results.n_excluded,
               "n_problems": len(scored.problems)}
-    return ImportResult(_log(tracker, scored, split, experiment, tags, params, force), scored, tags)
+    datasets = released_datasets(DATASET, meta_dir, model_dir, split)
+    return ImportResult(_log(tracker, scored, split, experiment, tags, params, force, datasets=datasets), scored,
+                        tags)
+
+
+def released_datasets(name: str, meta_dir: str | Path, model_dir: Path, split: str) -> list[DatasetRef]:
+    """What an import was scored from, as MLflow tracks datasets: the benchmark's metadata (``name``, context: the
+    split) and the released results folder of the model (context ``predictions``)."""
+    meta = Path(meta_dir).resolve()
+    return [DatasetRef(name, path_fingerprint(meta), str(meta), split),
+            DatasetRef(f"praco_release/{model_dir.name}", path_fingerprint(model_dir), str(model_dir.resolve()),
+                       "predictions")]
 
 
 def _log(tracker, scored: Scored, split: str, experiment: str, tags: RunTags, params: dict, force: bool,
-         final_name: str = "final_metrics") -> str | None:
+         final_name: str = "final_metrics", datasets: list[DatasetRef] | None = None) -> str | None:
     name = f"model={tags.model},dataset={tags.dataset},split={split},task={tags.task}"
     with tempfile.TemporaryDirectory() as tmp:
         write_artifacts(scored, split, Path(tmp), final_name)
         return tracker.log_complete_run(experiment, name, tags.to_tags(), params=params, metrics=scored.metrics,
-                                        artifacts_dir=tmp, force=force)
+                                        artifacts_dir=tmp, force=force, datasets=datasets or ())
 
 
 def _import_multiclass(model_dir: Path, meta_dir: str | Path, tracker, *, split: str, gt_maps_dir, model,
@@ -184,7 +197,8 @@ def _import_multiclass(model_dir: Path, meta_dir: str | Path, tracker, *, split:
     params = {**options, "model_dir": str(model_dir.resolve()), "multiclass": str(Path(meta_dir).resolve()),
               "gt_density_maps": str(meta.gt_maps_dir.resolve()) if meta.gt_maps_dir else "",
               "n_images": len(results.images), "n_problems": len(scored.problems)}
-    run_id = _log(tracker, scored, split, experiment, tags, params, force, "multiclass_final_metrics")
+    run_id = _log(tracker, scored, split, experiment, tags, params, force, "multiclass_final_metrics",
+                  released_datasets(MC_DATASET, meta_dir, model_dir, split))
     return ImportResult(run_id, scored, tags)
 
 
