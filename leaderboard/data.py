@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 import queries
+from countboard.errors import CountboardError
 from countboard.index import ddl, ui_address
 from countboard.index.artifacts import (
     ArtifactPathError,
@@ -47,9 +48,25 @@ def db_path() -> Path:
     return address.resolve().index_path()
 
 
+def mlflow_ui() -> tuple[str, str]:
+    """Base URL of the MLflow UI and why there: the store's running ``countboard mlflow-ui``, else the setting
+    (``countboard.index.ui_address.ui_for``)."""
+    try:
+        uri = address.resolve().uri
+    except (CountboardError, ValueError):  # no store named: the setting alone
+        uri = None
+    return ui_address.ui_for(uri)
+
+
 def mlflow_ui_base() -> str:
-    """Base URL of the MLflow UI (the setting ``countboard mlflow-ui`` binds to)."""
-    return ui_address.mlflow_ui_url()
+    """Base URL of the MLflow UI the board links to."""
+    return mlflow_ui()[0]
+
+
+@st.cache_data(ttl=15, show_spinner=False)
+def mlflow_ui_answers(url: str) -> bool:
+    """Whether an MLflow UI answers at ``url`` (asked again after 15 s)."""
+    return ui_address.answers(url, timeout_s=0.5)
 
 
 def run_url(experiment_id: str, run_id: str) -> str:

@@ -89,8 +89,12 @@ def main() -> None:
     runs = data.query(queries.RUNS, params)
     runs.insert(0, "link", [data.run_url(e, r) for e, r in zip(runs.experiment_id, runs.run_id, strict=True)])
     runs["run_name"] = [display_name(r.run_id, r.run_name, r.protocol, with_id=False) for r in runs.itertuples()]
+    ui, why = data.mlflow_ui()
     st.caption(f"{len(runs)} runs" + (f" (first {MAX_ROWS})" if len(runs) == MAX_ROWS else "") +
-               f"; links open the MLflow UI at {data.mlflow_ui_base()}. Select rows to compare them.")
+               f"; links open the MLflow UI at {ui} ({why}). Select rows to compare them.")
+    if not data.mlflow_ui_answers(ui):
+        st.warning(f"No MLflow UI answers at {ui}: start it with `countboard mlflow-ui` (the links follow the "
+                   "address it serves), or give its address with `countboard leaderboard --mlflow-ui URL`.")
     if runs.empty:
         st.info("No runs match this search.")
         return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -142,6 +144,42 @@ def test_runs_page_search_finds_one_model(monkeypatch, filled_index):
     assert len(table) == (store.values.model == model).sum()
     assert table.link.iloc[0] == (f"{UI}/#/experiments/{store.experiment_id}/runs/{table.run_id.iloc[0]}"
                                   "?workflowType=machine_learning")
+
+
+def test_runs_page_links_to_the_running_mlflow_ui_and_says_when_none_answers(monkeypatch, filled_index):
+    import http.server
+    import threading
+
+    from countboard.index import ui_address
+
+    store, db = filled_index
+    monkeypatch.setenv("COUNTBOARD_STORE", str(store.store_dir))
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        silent = f"http://127.0.0.1:{s.getsockname()[1]}"
+    ui_address.record_served(store.uri, silent)  # as `countboard mlflow-ui --port N` records it
+    try:
+        at = open_page(monkeypatch, db, "pages/runs.py")
+        table = at.dataframe[0].value
+        assert table.link.iloc[0].startswith(f"{silent}/#/experiments/")  # not the setting ($COUNTBOARD_MLFLOW_UI)
+        captions = " ".join(c.value for c in at.caption)
+        assert f"links open the MLflow UI at {silent} (served by countboard mlflow-ui)" in captions
+        assert any(f"No MLflow UI answers at {silent}" in w.value for w in at.warning)
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            live = f"http://127.0.0.1:{server.server_address[1]}"
+            ui_address.record_served(store.uri, live)
+            at = open_page(monkeypatch, db, "pages/runs.py")
+            assert f"at {live} (served by" in " ".join(c.value for c in at.caption)
+            assert not any("No MLflow UI answers" in w.value for w in at.warning)
+        finally:
+            server.shutdown()
+    finally:
+        ui_address.forget_served(store.uri)
+    at = open_page(monkeypatch, db, "pages/runs.py")  # no UI running: the setting
+    assert f"at {UI} ($COUNTBOARD_MLFLOW_UI)" in " ".join(c.value for c in at.caption)
 
 
 def test_annotation_page_stores_answers_and_resumes(monkeypatch, filled_index, tmp_path):

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from countboard.errors import ConfigError
-from countboard.index.ui_address import DEFAULT_UI, UI_ENV, store_ui
+from countboard.index.ui_address import DEFAULT_UI, UI_ENV
 
 # Why each is set (docs/leaderboard.md, "Server settings"):
 STREAMLIT_SETTINGS = {
@@ -39,8 +39,9 @@ def register(subparsers) -> None:
                    help="address to bind (default: loopback only; another address exposes the app to the network)")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--mlflow-ui", default=None,
-                   help=f"base URL of the MLflow UI for run links (default: ${UI_ENV}, else the store itself when it "
-                        f"is an http(s) server, else {DEFAULT_UI}; `countboard mlflow-ui` binds to the same address)")
+                   help=f"base URL of the MLflow UI for run links when no `countboard mlflow-ui` of this store is "
+                        f"running (that one's address is followed; default: ${UI_ENV}, else the store itself when it "
+                        f"is an http(s) server, else {DEFAULT_UI})")
     p.add_argument("--no-index", action="store_true", help="do not update the index before starting")
     p.set_defaults(func=run)
 
@@ -68,7 +69,8 @@ def run(args) -> int:
     env = dict(os.environ)
     env[INDEX_DB_ENV] = str(db)
     env[STORE_ENV] = uri
-    env[UI_ENV] = args.mlflow_ui or env.get(UI_ENV) or store_ui(uri)
+    if args.mlflow_ui:  # else the board links to the store's running `countboard mlflow-ui`, or the setting
+        env[UI_ENV] = args.mlflow_ui
     print(f"leaderboard on http://{args.host}:{args.port} (index {db})", flush=True)
     cmd = leaderboard_command(db, args.host, args.port)
     os.execve(cmd[0], cmd, env)  # streamlit takes this process over: signals reach the server itself

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 from countboard.commands import store_argument
-from countboard.index.ui_address import UI_ENV, mlflow_ui_host_port
+from countboard.index.ui_address import UI_ENV, forget_served, mlflow_ui_host_port, record_served, served_url
 
 _PR_SET_PDEATHSIG = 1
 
@@ -64,8 +64,17 @@ def run(args: argparse.Namespace) -> int:
     # `mlflow server`, its UI opening experiments on their runs table (countboard.tracking.mlflow_ui says why)
     cmd = [sys.executable, "-m", "countboard.tracking.mlflow_ui", "--backend-store-uri", backend, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
-    print(f"MLflow UI on http://{args.host}:{args.port} (store {uri}); Ctrl-C stops it", flush=True)
-    return serve(cmd)
+    url = served_url(args.host, args.port)
+    print(f"MLflow UI on {url} (store {uri}); Ctrl-C stops it", flush=True)
+    try:
+        record_served(uri, url)  # the leaderboard of this store links here while this process lives
+    except OSError as exc:  # a cache folder we cannot write: the board falls back to the setting
+        print(f"warning: the address is not recorded for the leaderboard ({exc}); give it there with "
+              f"--mlflow-ui {url}", file=sys.stderr, flush=True)
+    try:
+        return serve(cmd)
+    finally:
+        forget_served(uri)
 
 
 def _backend(tracker) -> str:
