@@ -43,15 +43,27 @@ import logging
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import arviz as az
 import numpy as np
-import pymc as pm
 import xarray as xr
 
 from countboard.quantify.errors import BCCWarning, NoHumanPositivesError, QuantifyInputError
 from countboard.quantify.exact import ExactConfig, ExactResult, fit_exact
+
+if TYPE_CHECKING:
+    import pymc as pm
+
+
+def import_pymc():
+    """PyMC, imported on the first NUTS fit only: the exact posterior (the default) needs neither PyMC nor
+    PyTensor, whose import warns about the BLAS it finds or not (a line the user cannot act on)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=BLAS_WARNING, category=UserWarning)
+        import pymc
+
+    return pymc
 
 #: R-hat above this marks a NUTS posterior as not converged.
 RHAT_MAX = 1.01
@@ -199,7 +211,8 @@ def _model_data(counts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def _empty_model(k_cells: int) -> pm.Model:
     """The vectorised model of ``k_cells`` cells with its counts in ``pm.Data`` (set them with ``pm.set_data``)."""
-    with pm.Model(coords={"cell": [str(i) for i in range(k_cells)]}) as model:
+    pm = import_pymc()
+    with quiet_pymc(), pm.Model(coords={"cell": [str(i) for i in range(k_cells)]}) as model:
         d = {name: pm.Data(name, np.ones(k_cells), dims="cell") for name in _DATA}
         p = pm.Beta("p", alpha=d["a_p"], beta=d["b_p"], dims="cell")
         tpr = pm.Beta("tpr", alpha=d["a_t"], beta=d["b_t"], dims="cell")
@@ -213,6 +226,7 @@ def _nuts_model(counts: dict[str, np.ndarray], target_accept: float) -> tuple[pm
 
     The sampler's step size and mass matrix are reset, so a fit does not depend on the fits before it.
     """
+    pm = import_pymc()
     key = (len(counts["tp"]), float(target_accept))
     if key not in NUTS_CACHE:
         model = _empty_model(key[0])
@@ -227,13 +241,21 @@ def _nuts_model(counts: dict[str, np.ndarray], target_accept: float) -> tuple[pm
     return model, step
 
 
+#: PyTensor's warning when it compiles without a BLAS it can link (pip wheels): it recommends another installer, a
+#: line the user cannot act on in a sweep; the BCC models are small and the measured timings include it.
+BLAS_WARNING = ".*could not link to a BLAS.*"
+
+
 @contextlib.contextmanager
 def quiet_pymc():
+    """PyMC's log lines below errors, and PyTensor's BLAS warning, off while a model is built or sampled."""
     logger = logging.getLogger("pymc")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=BLAS_WARNING, category=UserWarning)
+            yield
     finally:
         logger.setLevel(level)
 
@@ -241,8 +263,8 @@ def quiet_pymc():
 def sample_model(model: pm.Model, cfg: SamplerConfig, step: Any = None) -> az.InferenceData:
     """NUTS draws of ``model`` with ``cfg`` (and a compiled ``step`` to reuse, if given), without progress bars
     or PyMC's own log lines and checks."""
-    with model, quiet_pymc(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*BLAS.*")
+    pm = import_pymc()
+    with model, quiet_pymc():
         kwargs = {"target_accept": cfg.target_accept} if step is None else {"step": step}
         return pm.sample(draws=cfg.draws, tune=cfg.tune, chains=cfg.chains, cores=cfg.cores, random_seed=cfg.seed,
                          progressbar=False, compute_convergence_checks=False, **kwargs)

@@ -18,14 +18,23 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import arviz as az
 import numpy as np
-import pymc as pm
 
-from countboard.quantify.bcc import NUTS_CACHE_SIZE, RHAT_MAX, SamplerConfig, quiet_pymc, sample_model
+from countboard.quantify.bcc import (
+    NUTS_CACHE_SIZE,
+    RHAT_MAX,
+    SamplerConfig,
+    import_pymc,
+    quiet_pymc,
+    sample_model,
+)
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
+
+if TYPE_CHECKING:
+    import pymc as pm
 
 
 @dataclass
@@ -77,11 +86,12 @@ MC_CACHE: dict[tuple[int, float], tuple[pm.Model, Any]] = {}
 
 def _cached_model(conf: np.ndarray, s: np.ndarray, target_accept: float) -> tuple[pm.Model, Any]:
     """The compiled model for ``L`` labels with these counts set, and its sampler (tuning reset)."""
+    pm = import_pymc()  # imported on the first fit (bcc.import_pymc says why)
     key = (conf.shape[0], float(target_accept))
     if key not in MC_CACHE:
         n_labels = key[0]
         coords = {"label": [str(i) for i in range(n_labels)], "predicted": [str(i) for i in range(n_labels)]}
-        with pm.Model(coords=coords) as model:
+        with quiet_pymc(), pm.Model(coords=coords) as model:
             a_pi = pm.Data("a_pi", np.ones(n_labels), dims="label")
             a_theta = pm.Data("a_theta", np.ones((n_labels, n_labels)), dims=("label", "predicted"))
             n_m = pm.Data("n_m", 1.0)
