@@ -279,8 +279,9 @@ def printf(fmt: str) -> str:
 
 def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, extra: tuple[str, ...] = (),
                  key: str | None = None, interval: IntervalInfo | None = None) -> pd.DataFrame:
-    """The ranking table, columns named and formatted from the schema; rank, model and the ranked metric are
-    pinned at the left so they stay in view however many columns follow. Returns the frame shown."""
+    """The ranking table, one per section, columns named and formatted from the schema; rank, model and the ranked
+    metric are pinned at the left so they stay in view while the other columns scroll sideways. Returns the frame
+    shown."""
     frame = ranking_frame(df, metrics, sort, interval, extra)
     arrow = {True: "↑", False: "↓", None: ""}
     infos = {m.key: m for m in [sort, *metrics]}
@@ -326,12 +327,9 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
     st.caption(f"Ranked by **{sort.display}** ({direction}){how}{f' on {where}' if where else ''}; "
                "↑ higher is better, ↓ lower is better.")
     shown, config = with_dashes(frame, config, formats)
-    parts = wrap_columns(frame, config, formats)
-    for i, cols in enumerate(parts):
-        if i:
-            st.caption(f"{len(cols) - 2} more column{'s' if len(cols) > 3 else ''} of the same entries, in the same "
-                       "order (each table is as wide as the page):")
-        st.dataframe(shown[cols], column_config=config, hide_index=True, key=f"{key}_more{i}" if key and i else key)
+    # one table as wide as the page: the pinned columns (rank, model, the ranked metric and its interval) stay in
+    # view while the others scroll sideways, instead of a second table of the columns that did not fit
+    st.dataframe(shown, column_config=config, hide_index=True, key=key, width="stretch")
     return frame
 
 
@@ -346,49 +344,6 @@ def with_dashes(frame: pd.DataFrame, config: dict, formats: dict) -> tuple[pd.Da
             config[k] = st.column_config.TextColumn(c.get("label") or k, help=c.get("help"), pinned=c.get("pinned"),
                                                     alignment="right")
     return shown, config
-
-
-# Width the ranking table may take on a 1,280 px window (the page's column, sidebar open), and an upper estimate of
-# a grid column's width: characters of its widest cell or header at ~7.5 px, plus padding and the sort marker.
-TABLE_WIDTH_PX = 800
-_CHAR_PX, _PAD_PX, _MIN_PX = 7.0, 30, 56
-
-
-def column_px(frame: pd.DataFrame, key: str, label: str, fmt=None) -> float:
-    """Estimated width of column ``key`` headed ``label`` (``fmt`` renders its values); the grid's narrowest
-    column is about ``_MIN_PX``."""
-    values = frame[key].head(50)
-    texts = [fmt(v) if fmt else ("" if v is None else str(v)) for v in values]
-    return max(_CHAR_PX * max([len(label), *map(len, texts)]) + _PAD_PX, _MIN_PX)
-
-
-def wrap_columns(frame: pd.DataFrame, config: dict, formats: dict, width: float = TABLE_WIDTH_PX) -> list[list[str]]:
-    """The ranking table's columns in tables that each fit in ``width``: the first has the pinned columns and the
-    others that fit beside them, in order; the columns that do not fit wrap to further tables, each headed by rank
-    and model, instead of being cut off at the page's edge.
-
-    Example:
-        >>> f = pd.DataFrame({"rank": ["1"], "model": ["m"], "a_long_metric_name": [1.0], "b_long_metric_name": [2.0]})
-        >>> wrap_columns(f, {"rank": {"pinned": True}, "model": {"pinned": True}}, {}, width=300)
-        [['rank', 'model', 'a_long_metric_name'], ['rank', 'model', 'b_long_metric_name']]
-    """
-    def px(k: str) -> float:
-        label = (config.get(k) or {}).get("label") or k
-        text = ((config.get(k) or {}).get("type_config") or {}).get("display_text")
-        return _CHAR_PX * len(text) + _PAD_PX if text else column_px(frame, k, label, formats.get(k))
-
-    pinned = [k for k in frame.columns if (config.get(k) or {}).get("pinned")]
-    parts, part, used = [], list(pinned), sum(px(k) for k in pinned)
-    head = ["rank", "model"]
-    links = [c for c in frame.columns if ((config.get(c) or {}).get("type_config") or {}).get("type") == "link"]
-    # a run's link is short and belongs to the entry: it goes in the first table, before the metrics
-    for k in [*(c for c in links if c not in pinned), *(c for c in frame.columns if c not in pinned + links)]:
-        if used + px(k) > width and len(part) > (len(pinned) if not parts else len(head)):
-            parts.append(part)
-            part, used = list(head), sum(px(h) for h in head)
-        part.append(k)
-        used += px(k)
-    return [*parts, part]
 
 
 def missing(what: str, path: str) -> None:

@@ -47,7 +47,9 @@ def paper_table() -> None:
         st.info(f"No counter run on {dataset} / {split} reports the paper's metrics.")
         return
     st.caption(caption)
-    st.dataframe(table, hide_index=True, width="stretch")
+    # one table: the method stays in view while the paper's columns scroll sideways
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"Method": st.column_config.TextColumn("Method", pinned=True)})
     left, right = st.columns(2)
     name = f"praco_{dataset}_{split}_{convention}"
     left.download_button("CSV", table_csv(table), f"{name}.csv", mime="text/csv", key="praco_table_csv")

@@ -43,15 +43,13 @@ def expected_ranking(values: pd.DataFrame, family: str, key: str, by_evaluator: 
 
 
 def family_table(at: AppTest, family: str) -> pd.DataFrame:
-    """The ranking table of ``family`` on the page (synthetic model names start with the family key), with the
-    columns that wrapped to the table below it (same rank and model, in the same order) joined back."""
+    """The ranking table of ``family`` on the page (synthetic model names start with the family key): one table,
+    never followed by a table of the same entries' other columns."""
     tables = [df.value for df in at.dataframe]
     for i, table in enumerate(tables):
         if "model" in table and len(table) and table.model.str.startswith(f"{family}_model_").all():
             for more in tables[i + 1:]:
-                if list(more.columns[:2]) != ["rank", "model"] or not more.model.equals(table.model):
-                    break
-                table = pd.concat([table, more.drop(columns=["rank", "model"])], axis=1)
+                assert not ("model" in more and more.model.equals(table.model)), "the ranking is split in two tables"
             return table
     raise AssertionError(f"no ranking table of family {family!r} on the page")
 
