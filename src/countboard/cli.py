@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 
+from countboard import quiet
 from countboard.errors import DEBUG_ENV, debug_enabled, user_message
 
 _SUBCOMMANDS = [
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.debug:
         os.environ[DEBUG_ENV] = "1"
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
+    quiet.silence()
     try:
         if hasattr(args, "store"):  # a store server that does not answer is named before the command's imports
             from countboard.tracking import address

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from countboard.config import Config, TrackingConf, quote_values, unreadable_override
 from countboard.errors import DEBUG_ENV, debug_enabled, user_message
 from countboard.paths import conf_dir
+from countboard.quiet import silence
 from countboard.tracking.address import TRACKING_URI_ENV
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def _app() -> None:
 def _job(cfg: DictConfig) -> str | None:
     from countboard.engine import run_job
 
+    silence()  # again after Hydra's logging setup, and in a launcher's fresh worker process
     try:
         return run_job(cfg)
     except Exception as exc:
@@ -297,6 +299,7 @@ def main() -> None:
         os.environ[DEBUG_ENV] = "1"
     else:  # Hydra raises its errors to this function instead of printing them
         os.environ["HYDRA_FULL_ERROR"] = "1"
+    silence()
     if not debug_enabled():
         _quiet_failed_cells()
     sys.argv[1:] = quote_values(sys.argv[1:])  # a path with spaces, non-ASCII letters or `=`, as typed

@@ -1,0 +1,56 @@
+"""What third-party libraries may not print on a user's terminal: the one list, applied by every entry point.
+
+A command or a sweep prints the platform's own lines only. The libraries below announce things a user of
+Countboard cannot act on: PyTensor that it links to no BLAS (PyMC's NUTS then uses PyTensor's NumPy C-API
+fallback; the NUTS fits it serves are the multi-class BCC and the binary cross-check, timed in
+``docs/benchmarks.md``), ArviZ its coming refactor, and a few libraries their INFO lines (ArviZ's optional
+packages, Matplotlib's font cache, MLflow creating a new store's tables) that Hydra's logging would show.
+
+``silence()`` filters exactly these warnings (category and message) and raises exactly these loggers to WARNING,
+so any other warning still reaches the user, and ``tests/test_quiet.py`` fails when a new one appears in a sweep.
+With ``COUNTBOARD_DEBUG=1`` (``countboard --debug``) nothing is filtered. Entry points call it first
+(``cli.main``, ``countboard-sweep``) and again in each job, whose process may be a fresh worker.
+
+To silence another library's line: add its warning (category, the start of its message as a regular expression)
+to ``WARNINGS`` or its logger to ``LOGGERS``, with the reason it cannot help a user.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+from countboard.errors import debug_enabled
+
+#: (category, regular expression matched at the start of the message): third-party warnings a user cannot act on.
+WARNINGS: tuple[tuple[type[Warning], str], ...] = (
+    # pytensor.link.c.cmodule.default_blas_ldflags, once per process on the first compiled function (pip wheels
+    # bring no BLAS that PyTensor links to; the advice it gives is to reinstall with conda).
+    (UserWarning, r"PyTensor could not link to a BLAS installation"),
+    # arviz/__init__.py, once a day on import: an announcement of ArviZ 1.0, nothing this version does.
+    (FutureWarning, r"\s*ArviZ is undergoing a major refactor"),
+)
+
+#: Loggers whose INFO lines are not the user's business (their warnings and errors still show).
+LOGGERS: tuple[str, ...] = (
+    "arviz",  # arviz.preview: "arviz_base not installed" on every import
+    "matplotlib",  # matplotlib.font_manager: "generated new fontManager" on a first run
+    "mlflow.store.db.utils",  # "Creating initial MLflow database tables" / "Updating database tables"
+    "alembic",  # the schema migrations behind the lines above
+)
+
+
+def silence() -> bool:
+    """Filter ``WARNINGS`` and quieten ``LOGGERS`` in this process, unless debugging; True when it did.
+
+    Idempotent: a second call adds no duplicate filter.
+    """
+    if debug_enabled():
+        return False
+    for category, message in WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET or logger.level < logging.WARNING:
+            logger.setLevel(logging.WARNING)
+    return True
