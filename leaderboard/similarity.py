@@ -61,6 +61,7 @@ def draw_negative_similarity(ctx, fig: FigureInfo) -> None:
     corr, bins = analyse(pairs)
     st.caption(f"Pearson and Spearman correlation of the error on a negative class with its highest similarity to "
                f"a class of the image ({encoder}, \"a photo of <class>\"); the best {TOP_ENTRIES} entries.")
-    st.dataframe(corr, hide_index=True, width="stretch")
+    st.dataframe(corr, hide_index=True, width="stretch",
+                 column_config={"entry": st.column_config.TextColumn("entry", pinned=True)})
     st.plotly_chart(figures.quartile_boxes(bins, "Quartiles of the normalised error per similarity bin"),
                     key=f"{ctx.prefix}_similarity")

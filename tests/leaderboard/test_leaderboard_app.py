@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
 import numpy as np
@@ -42,6 +43,12 @@ def expected_ranking(values: pd.DataFrame, family: str, key: str, by_evaluator: 
     return part.reset_index(drop=True).assign(rank=lambda d: d.groupby(groups).cumcount() + 1)
 
 
+def ranking_tables(at: AppTest, family: str) -> list[pd.DataFrame]:
+    """The tables on the page that rank the entries of ``family`` (synthetic model names start with its key)."""
+    return [df.value for df in at.dataframe
+            if "model" in df.value and len(df.value) and df.value.model.str.startswith(f"{family}_model_").all()]
+
+
 def family_table(at: AppTest, family: str) -> pd.DataFrame:
     """The ranking table of ``family`` on the page (synthetic model names start with the family key): one table,
     never followed by a table of the same entries' other columns."""
@@ -61,6 +68,7 @@ def test_every_page_renders_without_error(monkeypatch, filled_index, page):
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     assert len(at.dataframe) >= 1 or page.endswith("overview.py")
+    assert all(len(df.value.columns) > 1 for df in at.dataframe), [list(df.value.columns) for df in at.dataframe]
 
 
 @pytest.mark.parametrize(("family", "page"), families_with_pages())
@@ -74,6 +82,26 @@ def test_ranking_follows_the_main_metric(monkeypatch, filled_index, family, page
     np.testing.assert_allclose(table[main].to_numpy(dtype=float), expected[main].to_numpy(dtype=float))
     assert list(table["rank"]) == [str(r) for r in expected["rank"]]
     assert all(link.startswith(f"{UI}/#/experiments/{store.experiment_id}/runs/") for link in table.run)
+
+
+@pytest.mark.parametrize(("family", "page"), families_with_pages())
+def test_a_section_shows_one_ranking_table_and_no_one_column_table(monkeypatch, filled_index, family, page):
+    """Issue 33: wide rankings were split by a fixed width, the Numeracy ranking into 8 columns and a second table
+    of "Images" alone. A section ranks in one table, rank and model pinned, every column of the ranking in it; no
+    table on the page has a single column."""
+    _, db = filled_index
+    at = open_page(monkeypatch, db, page, section=family)
+    assert not at.exception, [e.value for e in at.exception]
+    tables = ranking_tables(at, family)
+    assert len(tables) == 1, [list(t.columns) for t in tables]
+    assert list(tables[0].columns[:2]) == ["rank", "model"]
+    main = load_schema().families[family].main_metric
+    assert main in tables[0] and "run" in tables[0]
+    shapes = [list(df.value.columns) for df in at.dataframe]
+    assert all(len(cols) > 1 for cols in shapes), shapes
+    shown = next(df for df in at.dataframe if df.value.equals(tables[0]))
+    config = json.loads(shown.proto.columns)
+    assert all(config[key].get("pinned") for key in ("rank", "model")), config
 
 
 def test_ranking_by_a_lower_is_better_metric_is_ascending(monkeypatch, filled_index):

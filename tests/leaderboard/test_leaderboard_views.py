@@ -203,3 +203,5 @@ def test_counters_page_offers_the_papers_table_in_both_conventions(monkeypatch, 
     assert table.loc[MODEL, "CntR"] == pytest.approx(metrics["official_avg_cnt_recall"])
     assert table.loc[MODEL, "CntF1"] == pytest.approx(metrics["official_avg_cnt_fscore"])
     assert len(at.get("download_button")) == 2
+    shown = next(df for df in at.dataframe if "Method" in df.value)
+    assert json.loads(shown.proto.columns)["Method"]["pinned"]  # one table: the method stays in view as it scrolls
