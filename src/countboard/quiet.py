@@ -24,8 +24,9 @@ from countboard.errors import debug_enabled
 
 #: (category, regular expression matched at the start of the message): third-party warnings a user cannot act on.
 WARNINGS: tuple[tuple[type[Warning], str], ...] = (
-    # pytensor.link.c.cmodule.default_blas_ldflags, once per process on the first compiled function (pip wheels
-    # bring no BLAS that PyTensor links to; the advice it gives is to reinstall with conda).
+    # pytensor.link.c.cmodule.default_blas_ldflags, once per process on the first compiled function. Pip wheels
+    # bring no BLAS PyTensor can link: the OpenBLAS bundled with NumPy and SciPy exports only prefixed symbols
+    # (scipy_dgemm_64_, scipy_dgemm_), never the dgemm_ its C code calls; its advice is to reinstall with conda.
     (UserWarning, r"PyTensor could not link to a BLAS installation"),
     # arviz/__init__.py, once a day on import: an announcement of ArviZ 1.0, nothing this version does.
     (FutureWarning, r"\s*ArviZ is undergoing a major refactor"),
