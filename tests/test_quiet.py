@@ -57,6 +57,18 @@ def test_silence_raises_the_listed_loggers_only(restored_logging, monkeypatch):
     assert logging.getLogger("countboard").level == logging.NOTSET
 
 
+@pytest.mark.parametrize(("offline", "given", "expected"), [
+    ("1", None, "1"), ("1", "0", "0"), (None, None, None), ("0", None, None)])
+def test_progress_bars_are_off_only_offline_unless_set(restored_logging, monkeypatch, offline, given, expected):
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+    for name, value in ((quiet.OFFLINE_ENV, offline), (quiet.PROGRESS_ENV, given)):
+        monkeypatch.setenv(name, value or "")  # recorded, so the value silence() sets is undone after the test
+        if value is None:
+            monkeypatch.delenv(name)
+    quiet.silence()
+    assert os.environ.get(quiet.PROGRESS_ENV) == expected
+
+
 def test_debug_shows_everything(restored_logging, monkeypatch):
     monkeypatch.setenv(DEBUG_ENV, "1")
     logging.getLogger("arviz").setLevel(logging.NOTSET)

@@ -4,7 +4,8 @@ A command or a sweep prints the platform's own lines only. The libraries below a
 Countboard cannot act on: PyTensor that it links to no BLAS (PyMC's NUTS then uses PyTensor's NumPy C-API
 fallback; the NUTS fits it serves are the multi-class BCC and the binary cross-check, timed in
 ``docs/benchmarks.md``), ArviZ its coming refactor, and a few libraries their INFO lines (ArviZ's optional
-packages, Matplotlib's font cache, MLflow creating a new store's tables) that Hydra's logging would show.
+packages, Matplotlib's font cache, MLflow creating a new store's tables, Sentence Transformers loading the
+bundled encoder) that Hydra's or the CLI's logging would show, and Hugging Face's progress bars when offline.
 
 ``silence()`` filters exactly these warnings (category and message) and raises exactly these loggers to WARNING,
 so any other warning still reaches the user, and ``tests/test_quiet.py`` fails when a new one appears in a sweep.
@@ -18,6 +19,7 @@ to ``WARNINGS`` or its logger to ``LOGGERS``, with the reason it cannot help a u
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 
 from countboard.errors import debug_enabled
@@ -38,7 +40,14 @@ LOGGERS: tuple[str, ...] = (
     "matplotlib",  # matplotlib.font_manager: "generated new fontManager" on a first run
     "mlflow.store.db.utils",  # "Creating initial MLflow database tables" / "Updating database tables"
     "alembic",  # the schema migrations behind the lines above
+    "sentence_transformers",  # "Loading SentenceTransformer model from <path>" (the bundled MiniLM)
 )
+
+#: Hugging Face's progress bars (transformers' "Loading weights" bar on every model load, downloads): off when
+#: downloads are off (``HF_HUB_OFFLINE``, as in the demo and the tests), where no download's progress is lost;
+#: read once by ``huggingface_hub`` on import, so set before any model is loaded. A value the user set is kept.
+PROGRESS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"
+OFFLINE_ENV = "HF_HUB_OFFLINE"
 
 
 def silence() -> bool:
@@ -50,6 +59,8 @@ def silence() -> bool:
         return False
     for category, message in WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
+    if os.environ.get(OFFLINE_ENV, "").lower() in ("1", "true", "yes", "on"):
+        os.environ.setdefault(PROGRESS_ENV, "1")
     for name in LOGGERS:
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET or logger.level < logging.WARNING:
