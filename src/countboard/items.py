@@ -28,6 +28,8 @@ class ImageItem:
             Mosaics carry the points of both halves. Empty when the dataset has no point annotations.
         boxes: Exemplar or object boxes per class name, each ``(K, 4)`` array of ``(y0, x0, y1, x1)``.
         class_name: The image's own (positive) class, when it has one.
+        counts: Annotated counts per class name where the dataset knows counts but no points (GeckoNum's human
+            answers); empty otherwise.
     """
 
     image_id: str
@@ -35,6 +37,7 @@ class ImageItem:
     points: dict[str, np.ndarray] = field(default_factory=dict)
     boxes: dict[str, np.ndarray] = field(default_factory=dict)
     class_name: str | None = None
+    counts: dict[str, float] = field(default_factory=dict)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -44,6 +47,8 @@ class ImageItem:
         """Annotated objects of ``class_name`` (default: the image's own class); 0 when the class is absent."""
         name = self.class_name if class_name is None else class_name
         pts = self.points.get(name) if name is not None else None
+        if pts is None and name in self.counts:
+            return int(self.counts[name])
         return 0 if pts is None else len(pts)
 
     @property

@@ -244,7 +244,8 @@ def test_gt_zero_is_left_out_and_counted(tmp_path, ctx):
     assert neg.metrics["nmn"] == pytest.approx(1.0)
     _, classic = run(ClassicCounting(), OracleCounter(), ds, ctx)
     points = {k: v for k, v in classic.metrics.items() if "__" not in k}
-    assert points == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": float(n_zero), "n_images": len(ds.counts)}
+    assert points == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": float(n_zero), "n_images": len(ds.counts),
+                      "exact_accuracy": 1.0}
     _, mosaic = run(PracoMosaic(n_figures=0), OracleCounter(), ds, ctx)
     assert mosaic.metrics["cnt_recall"] == 1.0
 
@@ -254,7 +255,8 @@ def test_classic(shapes, ctx):
     n = len(shapes.image_ids)
     # every count right: each bootstrap interval is the point itself
     assert result.metrics == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": 0.0, "n_images": n,
-                              **{f"{k}__{side}": 0.0 for k in ("mae", "rmse", "mape") for side in ("low", "high")}}
+                              **{f"{k}__{side}": 0.0 for k in ("mae", "rmse", "mape") for side in ("low", "high")},
+                              "exact_accuracy": 1.0, "exact_accuracy__low": 1.0, "exact_accuracy__high": 1.0}
     assert result.tags == {"bootstrap": "percentile, 2000 resamples, seed 0"}
 
 

@@ -304,6 +304,57 @@ def classic_units(pred, gt) -> dict[str, UnitStatistic]:
             "mape": UnitStatistic((_ratio(np.abs(err), gt),), bs.mean)}
 
 
+def exact_count_hits(pred, gt, cap: float | None = None) -> np.ndarray:
+    """1.0 where the rounded count equals the ground truth, else 0.0 (a counting-VQA answer is right or wrong).
+
+    With ``cap`` (GeckoNum's "10+" bin, 11) every count above ``cap - 1`` is ``cap``, as the answers are; a count
+    that is not finite (the counter failed) is never right.
+
+    Example:
+        >>> exact_count_hits([2.4, 3.6, 14.0, float("nan")], [2, 3, 11, 1], cap=11).tolist()
+        [1.0, 0.0, 1.0, 0.0]
+    """
+    pred, gt = _as_float(pred, "pred", 1), _as_float(gt, "gt", 1)
+    if pred.shape != gt.shape:
+        raise ValueError(f"pred {pred.shape} and gt {gt.shape} must have the same shape")
+    finite = np.isfinite(pred)
+    rounded = np.floor(np.where(finite, pred, 0.0) + 0.5)
+    if cap is not None:
+        rounded = np.minimum(rounded, cap)
+    return (finite & (rounded == gt)).astype(np.float64)
+
+
+def exact_count_units(pred, gt, cap: float | None = None) -> dict[str, UnitStatistic]:
+    """``exact_accuracy``: the share of images whose rounded count is the ground truth (``exact_count_hits``).
+
+    Example:
+        >>> exact_count_units([2.0, 5.0], [2, 4])["exact_accuracy"].value()
+        0.5
+    """
+    return {"exact_accuracy": UnitStatistic((exact_count_hits(pred, gt, cap),), bs.mean)}
+
+
+def accuracy_by(hits, groups: dict[str, np.ndarray], level: float = bs.LEVEL, seed: int = bs.SEED):
+    """Accuracy of 0/1 ``hits`` per combination of ``groups`` (named per-unit columns), each with its bootstrap
+    interval over its units: a DataFrame with the group columns, ``n``, ``accuracy``, ``low`` and ``high``.
+
+    Example:
+        >>> accuracy_by([1.0, 0.0, 1.0], {"number": np.array([1, 1, 2])})[["number", "n", "accuracy"]].values.tolist()
+        [[1.0, 2.0, 0.5], [2.0, 1.0, 1.0]]
+    """
+    import pandas as pd
+
+    frame = pd.DataFrame({**groups, "_hit": np.asarray(hits, dtype=np.float64)})
+    rows = []
+    for key, g in frame.groupby(list(groups), sort=True, dropna=False):
+        stat = UnitStatistic((g["_hit"].to_numpy(),), bs.mean)
+        lo, hi = bs.bootstrap_interval(stat, level=level, seed=seed)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(groups, key, strict=True)), "n": len(g), "accuracy": stat.value(),
+                     "low": lo, "high": hi})
+    return pd.DataFrame(rows, columns=[*groups, "n", "accuracy", "low", "high"])
+
+
 def negative_label_units(counts, gt, pos_idx) -> dict[str, UnitStatistic]:
     """The negative-label metrics (``nmn``, ``pccn``, ``mean_negative_count`` and the classic ones) as reductions
     of per-image columns: resampling images gives their bootstrap intervals.

@@ -254,6 +254,11 @@ class Generator(ABC):
     def generate_batch(self, prompts: Sequence[ImagePrompt], seeds: Sequence[int]) -> list[GeneratedImage]:
         """Images for the pairs ``(prompts[i], seeds[i])``; the same pair always gives the same image."""
 
+    def available_seeds(self) -> list[int] | None:
+        """The seeds a generator that reads its images (a released set) has images of; None for one that makes
+        them for any seed (tasks then use their own seeds)."""
+        return None
+
     def generate(self, prompts: Sequence[ImagePrompt], seeds: Sequence[int]) -> Iterator[GeneratedImage]:
         """Images for every prompt × seed (prompt-major order), ``batch_size`` pairs per call of the backend."""
         pairs = [(p, int(s)) for p in prompts for s in seeds]

@@ -1,4 +1,12 @@
-"""Classic counting: each image prompted with its own class; MAE, RMSE and MAPE against the ground truth."""
+"""Classic counting: each image prompted with its own class; MAE, RMSE, MAPE and exact-count accuracy against the
+ground truth.
+
+Exact-count accuracy (the metric of counting VQA benchmarks and of GeckoNum's, appendix D) is the share of images
+whose rounded count is the ground truth; a dataset whose answers bin large counts (GeckoNum's "10+", coded 11)
+says so with ``count_cap``. It is also given per ground-truth number (``tables/accuracy_by_number.parquet``), and,
+for a dataset that describes its units (``unit_fields``: GeckoNum's generator and prompt type), per generator and
+number and per prompt type (``tables/accuracy_by_prompt_type.parquet``), each with a bootstrap interval.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +20,13 @@ import pandas as pd
 from countboard.counting.tasks.praco import error_record, load_images, select_classes
 from countboard.items import ImageDataset
 from countboard.metrics import bootstrap
-from countboard.metrics.counting import classic_metrics, classic_units
+from countboard.metrics.counting import (
+    accuracy_by,
+    classic_metrics,
+    classic_units,
+    exact_count_hits,
+    exact_count_units,
+)
 from countboard.models.base import answer_fields, unparsed
 from countboard.results import RunContext, Task, TaskResult
 from countboard.tracking import tags as tg
@@ -45,6 +59,7 @@ class ClassicCounting(Task):
         return list(unit_ids)
 
     def run_units(self, model: Any, dataset: ImageDataset, unit_ids: Sequence[str], ctx: RunContext) -> list[dict]:
+        fields = getattr(dataset, "unit_fields", None)
         records: dict[str, dict] = {}
         loaded = load_images(dataset, unit_ids, ctx, records)
 
@@ -67,7 +82,8 @@ class ClassicCounting(Task):
                     continue
                 records[item.image_id] = {"unit_id": item.image_id, "image_id": item.image_id,
                                           "class_name": item.class_name, "gt": int(dataset.count_of(item.image_id)),
-                                          "count": value, **({"answer": answer["answers"][0]} if answer else {})}
+                                          "count": value, **({"answer": answer["answers"][0]} if answer else {}),
+                                          **(fields(item.image_id) if fields else {})}
         return [records[u] for u in unit_ids]
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
@@ -75,7 +91,10 @@ class ClassicCounting(Task):
         metrics = classic_metrics(pred, gt)
         if metrics["n_gt_zero"]:
             log.warning("%d images with ground truth 0 are left out of MAPE", metrics["n_gt_zero"])
-        metrics.update(bootstrap.interval_metrics(classic_units(pred, gt)))
+        cap = getattr(dataset, "count_cap", None)
+        exact = exact_count_units(pred, gt, cap)
+        metrics["exact_accuracy"] = exact["exact_accuracy"].value() if len(gt) else float("nan")
+        metrics.update(bootstrap.interval_metrics({**classic_units(pred, gt), **exact}))
         metrics["n_images"] = len(gt)
         if "answer" in records:  # a model asked in words: its parsed counts and lmms-eval's strict convention
             from countboard.models.answers import strict_match
@@ -83,4 +102,20 @@ class ClassicCounting(Task):
             metrics["answer_exact_acc"] = float(100 * (pred == gt).mean())
             metrics["lmms_countbench_acc"] = float(100 * np.mean([strict_match(a, g) for a, g in
                                                                   zip(records["answer"], gt, strict=True)]))
-        return TaskResult(metrics=metrics, tags={tg.BOOTSTRAP: bootstrap.describe()})
+        return TaskResult(metrics=metrics, tables=accuracy_tables(records, cap),
+                          tags={tg.BOOTSTRAP: bootstrap.describe()})
+
+
+def accuracy_tables(records: pd.DataFrame, cap: float | None) -> dict[str, pd.DataFrame]:
+    """Exact-count accuracy by ground-truth number (per generator when the units name one) and by prompt type."""
+    if records.empty:
+        return {}
+    hits = exact_count_hits(records["count"].to_numpy(float), records["gt"].to_numpy(float), cap)
+    by_number = {"number": records["gt"].to_numpy(float)}
+    if "generator" in records:
+        by_number = {"generator": records["generator"].astype(str).to_numpy(), **by_number}
+    tables = {"accuracy_by_number": accuracy_by(hits, by_number)}
+    if "prompt_type" in records:
+        tables["accuracy_by_prompt_type"] = accuracy_by(hits, {"prompt_type": records["prompt_type"].astype(str)
+                                                               .to_numpy()})
+    return tables

@@ -269,7 +269,12 @@ class GeckoNumAutoEval(Task):
         return self._evaluator
 
     def units(self, model: Generator, dataset: PromptSet, ctx: RunContext) -> list[str]:
-        return [image_id(s.prompt_id, seed) for s in dataset.specs if s.exact for seed in self.seeds]
+        """Exact-count prompts × ``seeds``, or × every seed a released generator has images of (an image missing
+        for one prompt is then a failed unit)."""
+        released = getattr(model, "available_seeds", None)
+        seeds = released() if released is not None else None
+        seeds = self.seeds if seeds is None else seeds
+        return [image_id(s.prompt_id, seed) for s in dataset.specs if s.exact for seed in seeds]
 
     def _cached(self, spec: PromptSpec, seed: int) -> GeneratedImage | None:
         if self.image_dir is None:
@@ -315,7 +320,7 @@ class GeckoNumAutoEval(Task):
     ) -> list[dict]:
         try:
             images = self.images(model, dataset, unit_ids)
-        except ValueError as exc:  # one bad prompt: fall back to one unit at a time so the others still run
+        except (ValueError, OSError) as exc:  # one bad prompt or missing image: one unit at a time, the others run
             if len(unit_ids) == 1:
                 return [{"unit_id": unit_ids[0], "error": str(exc)}]
             return [r for u in unit_ids for r in self.run_units(model, dataset, [u], ctx)]

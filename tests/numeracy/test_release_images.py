@@ -1,0 +1,146 @@
+"""The released GeckoNum images: the generator that reads them, the VQA benchmark dataset, classic's accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from countboard.counting.models.class_blind import ClassBlindCounter
+from countboard.counting.models.oracle import OracleCounter
+from countboard.counting.tasks.classic import ClassicCounting
+from countboard.errors import ConfigError, DataNotFoundError
+from countboard.numeracy.datasets.prompts import GeckoNumPromptSet
+from countboard.numeracy.datasets.release_items import GeckoNumReleaseDataset, agreement_shares
+from countboard.numeracy.models.released import ReleasedImages
+from countboard.numeracy.tasks.geckonum import GeckoNumAutoEval
+from countboard.results import RunContext
+from tests.fixtures.geckonum_images import make_release
+
+ORACLE = {"_target_": "countboard.counting.models.oracle.OracleCounter", "name": "oracle", "kind": "counter"}
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    return make_release(tmp_path_factory.mktemp("release"), n_prompts=200, missing=3)
+
+
+@pytest.fixture(scope="module")
+def dataset(release):
+    root, image_dir = release
+    return GeckoNumReleaseDataset(str(root), str(image_dir), generators=["dalle_3", "muse_b"])
+
+
+@pytest.fixture
+def ctx(tmp_path) -> RunContext:
+    return RunContext(device="cpu", seed=0, batch_size=64, work_dir=tmp_path)
+
+
+def test_generator_reads_every_seed_of_the_release(release, ctx):
+    root, image_dir = release
+    gen = ReleasedImages("muse_b", str(image_dir))
+    assert gen.available_seeds() == [0, 1, 2, 3, 4]
+    prompts = GeckoNumPromptSet(str(root))
+    task = GeckoNumAutoEval(ORACLE, seeds=[0])
+    units = task.units(gen, prompts, ctx)
+    assert len(units) == 5 * len([s for s in prompts.specs if s.exact])  # task.seeds give way to the release's
+    have = set(gen.release.files)
+    present = [u for u in units if u in have][:3]
+    records = task.run_units(gen, prompts, present, ctx)
+    assert [r["unit_id"] for r in records] == present and all("error" not in r for r in records)
+
+
+def test_a_missing_image_is_a_failed_unit(release, ctx):
+    root, image_dir = release
+    gen = ReleasedImages("dalle_3", str(image_dir))
+    prompts = GeckoNumPromptSet(str(root))
+    have = set(gen.release.files)
+    task = GeckoNumAutoEval(ORACLE, seeds=[0])
+    units = task.units(gen, prompts, ctx)
+    absent = next(u for u in units if u not in have)
+    present = next(u for u in units if u in have)
+    records = task.run_units(gen, prompts, [present, absent], ctx)
+    assert "error" not in records[0]
+    assert records[1]["unit_id"] == absent and f"no image {absent}" in records[1]["error"]
+
+
+def test_a_missing_folder_is_named_before_the_run(release, tmp_path):
+    _, image_dir = release
+    with pytest.raises(DataNotFoundError) as err:
+        ReleasedImages.preflight({"name": "imagen_a", "image_dir": str(image_dir)})
+    msg = str(err.value)
+    assert "imagen_a" in msg and "storage.googleapis.com/geckonum_t2i_benchmark" in msg and "\n" not in msg
+    with pytest.raises(ConfigError, match="not a generator of the GeckoNum release"):
+        ReleasedImages.preflight({"name": "sd15", "image_dir": str(image_dir)})
+    ReleasedImages.preflight({"name": "dalle_3", "image_dir": str(image_dir)})
+    nested = tmp_path / "unzipped"
+    (nested / "geckonum").mkdir(parents=True)
+    (image_dir / "dalle_3").rename(nested / "geckonum" / "dalle_3")
+    try:  # the zip's own top folder is looked into
+        assert ReleasedImages("dalle_3", str(nested)).release.folder == nested / "geckonum" / "dalle_3"
+    finally:
+        (nested / "geckonum" / "dalle_3").rename(image_dir / "dalle_3")
+
+
+def test_dataset_items_are_high_agreement_questions_with_the_human_mode(dataset):
+    table = dataset.table
+    assert set(table["generator"]) == {"dalle_3", "muse_b"}
+    assert (table["agreement"] >= 0.8).all() and (table["n_modes"] == 1).all()
+    uid = dataset.image_ids[0]
+    gen, image, qid = uid.split(":")
+    assert gen == "dalle_3" and image.startswith("geckonum_") and qid.isdigit()
+    item = dataset.load(uid)
+    assert item.image.shape == (8, 8, 3) and item.class_name == dataset.class_of(uid)
+    assert item.count_of() == dataset.count_of(uid)
+    assert dataset.count_of(uid) == int(table.loc[uid, "label"])
+    spatial = table[table["prompt_type"] == "attribute-spatial"].iloc[0]
+    assert spatial["phrase"] in spatial["question"] and "left of" not in spatial["phrase"]
+    looser = GeckoNumReleaseDataset(str(dataset.root), str(dataset.folders["dalle_3"].folder.parent),
+                                    generators=["dalle_3"], agreement=0.0)
+    assert len(looser) > (table["generator"] == "dalle_3").sum()
+    assert (looser.table["n_modes"] > 1).any()  # ties kept, labelled by the first-given rule
+
+
+def test_agreement_is_the_share_of_answers_equal_to_the_rounded_mode():
+    ann = pd.DataFrame({"model": ["m"] * 5, "image_id": ["i"] * 5, "question": ["q"] * 5,
+                        "answer": ["2", "2", "1.5", "2-3", "10+"], "raw_answer": ["2", "2", "1.5", "2-3", "10+"]})
+    units = pd.DataFrame({"model": ["m"], "image_id": ["i"], "question": ["q"], "label": [2.0], "n_answers": [5]})
+    # 1.5 rounds up to 2 (the paper's rule), the range 2-3 to 3: three answers of five are 2
+    assert agreement_shares(ann, units, "up").tolist() == [0.6]
+
+
+def test_classic_oracle_scores_exact_accuracy_one_and_a_blind_counter_less(dataset, ctx):
+    task = ClassicCounting()
+    units = task.units(None, dataset, ctx)
+    ok_oracle = pd.DataFrame(task.run_units(OracleCounter(), dataset, units, ctx))
+    failed = ok_oracle[ok_oracle.get("error", pd.Series(None, ok_oracle.index)).notna()]
+    assert len(failed) > 0 and failed["unit_id"].str.startswith("dalle_3:").all()  # the 3 missing images
+    scored = ok_oracle[ok_oracle["unit_id"].isin(set(units) - set(failed["unit_id"]))].drop(columns="error")
+    result = task.summarize(scored.reset_index(drop=True), OracleCounter(), dataset, ctx)
+    assert result.metrics["exact_accuracy"] == 1.0 and result.metrics["mae"] == 0.0
+    by_number = result.tables["accuracy_by_number"]
+    assert set(by_number["generator"]) == {"dalle_3", "muse_b"} and (by_number["accuracy"] == 1.0).all()
+    assert by_number["n"].sum() == len(scored)
+    assert set(result.tables["accuracy_by_prompt_type"]["prompt_type"]) <= set(scored["prompt_type"])
+
+    blind = pd.DataFrame(task.run_units(ClassBlindCounter(), dataset, list(scored["unit_id"]), ctx))
+    res = task.summarize(blind, ClassBlindCounter(), dataset, ctx)
+    expected = float((blind["gt"] == 0).mean())  # it counts 0 here (no points): right only where nothing is
+    assert res.metrics["exact_accuracy"] == pytest.approx(expected) and expected < 1.0
+    lo, hi = res.metrics["exact_accuracy__low"], res.metrics["exact_accuracy__high"]
+    assert lo <= res.metrics["exact_accuracy"] <= hi
+
+
+def test_dataset_refuses_an_unknown_generator(release):
+    root, image_dir = release
+    with pytest.raises(ConfigError, match="not generators of the GeckoNum release"):
+        GeckoNumReleaseDataset(str(root), str(image_dir), generators=["sd15"])
+    with pytest.raises(DataNotFoundError, match="imagen_b"):
+        GeckoNumReleaseDataset(str(root), str(image_dir), generators=["imagen_b"])
+
+
+def test_ten_plus_counts_are_one_bin():
+    from countboard.metrics.counting import exact_count_hits
+
+    assert exact_count_hits(np.array([10.4, 10.6, 25.0]), np.array([10, 11, 11]), cap=11).tolist() == [1, 1, 1]
+    assert exact_count_hits(np.array([25.0]), np.array([11]), cap=None).tolist() == [0]
