@@ -10,6 +10,7 @@ from countboard.counting.models.class_blind import ClassBlindCounter
 from countboard.counting.models.oracle import OracleCounter
 from countboard.counting.tasks.classic import ClassicCounting
 from countboard.errors import ConfigError, DataNotFoundError
+from countboard.models.base import CountedMap, Counter
 from countboard.numeracy.datasets.prompts import GeckoNumPromptSet
 from countboard.numeracy.datasets.release_items import GeckoNumReleaseDataset, agreement_shares
 from countboard.numeracy.models.released import ReleasedImages
@@ -144,3 +145,37 @@ def test_ten_plus_counts_are_one_bin():
 
     assert exact_count_hits(np.array([10.4, 10.6, 25.0]), np.array([10, 11, 11]), cap=11).tolist() == [1, 1, 1]
     assert exact_count_hits(np.array([25.0]), np.array([11]), cap=None).tolist() == [0]
+
+
+class PixelCounter(Counter):
+    """A judge that looks at the pixels only: 1 to 4 objects from the image's mean brightness."""
+
+    def decode(self, features, prompts):
+        return [CountedMap(np.zeros(it.size, np.float32), float(int(it.image.mean()) % 4 + 1)) for it in features]
+
+
+PIXEL = {"_target_": f"{__name__}.PixelCounter", "name": "pixel", "kind": "counter"}
+
+
+def test_autoeval_on_released_images_validates_bcc_on_all_human_labels(release, ctx):
+    root, image_dir = release
+    gen = ReleasedImages("dalle_3", str(image_dir))
+    prompts = GeckoNumPromptSet(str(root))
+    task = GeckoNumAutoEval(PIXEL, n_human=40, human_labels=str(root), human_generator="dalle_3", n_annotate=4,
+                            bcc_draws=200, replicates=60, replicate_n=50, replicate_sizes=[25, 50])
+    have = set(gen.release.files)
+    units = [u for u in task.units(gen, prompts, ctx) if u in have][:300]
+    records = pd.DataFrame(task.run_units(gen, prompts, units, ctx))
+    result = task.summarize(records, gen, prompts, ctx)
+    m = result.metrics
+    table = result.tables["replicate_calibration"]
+    assert set(table["method"]) == {"bcc", "cc", "human"} and set(table["n_human"]) == {25, 50}
+    assert m["autoeval_n_replicates"] == 60 and m["autoeval_n_all_human"] > 300  # image-question pairs
+    for method in ("bcc", "cc", "human"):
+        row = table[(table["method"] == method) & (table["n_human"] == 50) & (table["level"] == 0.95)].iloc[0]
+        assert m[f"autoeval_{method}_coverage"] == row["coverage"] and m[f"autoeval_{method}_mae"] == row["mae"]
+    # the truth is the released labels themselves: the import's scoring of the same questions
+    scored = task.human_answers(records, prompts, everyone=True)
+    flat = np.array([a for answers in scored.values() for a in answers], dtype=float)
+    assert m["autoeval_all_human_rate"] == pytest.approx(np.nanmean(flat))
+    assert 0 <= m["autoeval_bcc_coverage"] <= 1 and m["autoeval_bcc_mae"] < 0.5

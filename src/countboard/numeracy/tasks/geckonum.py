@@ -35,7 +35,7 @@ from countboard.models.base import Generator, unparsed
 from countboard.numeracy.datasets.prompts import PromptSet, PromptSpec
 from countboard.numeracy.release import image_id, read_annotations
 from countboard.numeracy.scoring import score_annotations
-from countboard.numeracy.tasks.geckonum_bcc import bcc_cells, bcc_report
+from countboard.numeracy.tasks.geckonum_bcc import bcc_cells, bcc_report, replicate_report
 from countboard.results import RunContext, Task, TaskResult
 from countboard.tracking import failpoints
 from countboard.tracking import tags as tg
@@ -214,6 +214,10 @@ class GeckoNumAutoEval(Task):
         bcc_level: Mass of the BCC credible interval (``autoeval_bcc_rate_low`` .. ``_high``).
         sample_seed: Seed of the human and annotation subsets.
         unit: ``"question"`` (default, the paper's image-question pairs) or ``"image"`` (all questions right).
+        replicates: Replicate draws of the labelled subset for the validation against all human labels (0: none;
+            ``countboard.quantify.validation``); with imported labels (or simulated ones, drawn for every unit).
+        replicate_n: Labelled units per replicate of the headline coverage and error metrics.
+        replicate_sizes: Labelled units per replicate of the error-vs-labels view.
     """
 
     name = "geckonum_autoeval"
@@ -227,13 +231,15 @@ class GeckoNumAutoEval(Task):
         "bcc_draws": "the posterior's Monte Carlo precision, not what it estimates",
         "bcc_chains": "the posterior's Monte Carlo precision, not what it estimates",
         "sample_seed": "which items are drawn for human labels: a replicate",
+        "replicates": "the Monte-Carlo precision of the coverage check, not what the run estimates",
     }
     path_params = ("human_labels",)
 
     def __init__(self, evaluator: dict[str, Any], seeds: Sequence[int] = (0,), n_human: int = 100,
                  human_labels: str = SIMULATED, human_generator: str | None = None, human_error: float = 0.02,
                  n_annotate: int = 100, image_dir: str | None = None, bcc_draws: int = 500, bcc_chains: int = 2,
-                 sample_seed: int = 0, unit: str = "question", bcc_level: float = 0.95):  # fmt: skip
+                 sample_seed: int = 0, unit: str = "question", bcc_level: float = 0.95, replicates: int = 0,
+                 replicate_n: int = 100, replicate_sizes: Sequence[int] = (25, 50, 100, 200)):  # fmt: skip
         if not isinstance(evaluator, dict):
             from omegaconf import OmegaConf
 
@@ -259,6 +265,11 @@ class GeckoNumAutoEval(Task):
         if unit not in UNIT_KINDS:
             raise ConfigError(f"task.unit must be one of {', '.join(UNIT_KINDS)}, got {unit!r}")
         self.unit = unit
+        if int(replicates) < 0 or int(replicate_n) < 1:
+            raise ConfigError(f"task.replicates must be >= 0 and task.replicate_n >= 1, got {replicates}, "
+                              f"{replicate_n}")
+        self.replicates, self.replicate_n = int(replicates), int(replicate_n)
+        self.replicate_sizes = sorted({int(n) for n in replicate_sizes} | {self.replicate_n})
         self._evaluator = None
 
     def evaluator(self, device: str):
@@ -379,35 +390,57 @@ class GeckoNumAutoEval(Task):
                   "bcc_cells": cells.rename(columns={"prompt_type": "cell"})}
         if self.unit == "question":
             tables["questions"] = scored
+        if self.replicates:
+            validation, calibration = self.validate_on_all_labels(units, dataset)
+            metrics |= validation
+            tables["replicate_calibration"] = calibration
         if failed.any():  # shown beside the rates: these images count as not satisfied for CC and BCC
             tables["evaluator_failures"] = units.loc[failed, ["unit_id", "prompt_id", "seed", "evaluator_error"]]
         return TaskResult(metrics=metrics, tables=tables, files=files,
                           tags=RunTags(evaluator=self.evaluator_name,
                                        extra={tg.AUTOEVAL_UNIT: self.unit}).to_tags())
 
+    def validate_on_all_labels(self, units: pd.DataFrame, dataset: PromptSet) -> tuple[dict[str, float],
+                                                                                     pd.DataFrame]:
+        """BCC, CC and the human-only posterior against the accuracy of every human label of the same units, over
+        ``replicates`` random labelled subsets (``quantify.validation.replicate_calibration``): headline metrics at
+        ``replicate_n`` labelled units and ``bcc_level``, and the calibration table for every size and level."""
+        answers = self.human_answers(units, dataset, everyone=True)
+        if self.unit == "question":
+            scored = question_frame(units, answers)
+        else:
+            scored = units.copy()
+            scored["human"] = _image_labels(units, answers)
+        return replicate_report(scored, self.replicates, self.replicate_sizes, self.replicate_n, self.bcc_level,
+                                self.sample_seed)
+
     def human_column(self, units: pd.DataFrame, dataset: PromptSet) -> np.ndarray:
         """0/1 human label of each image (row of ``units``: right when every answered question is), NaN where
         the image has none."""
         return _image_labels(units, self.human_answers(units, dataset))
 
-    def human_answers(self, units: pd.DataFrame, dataset: PromptSet) -> dict[str, list[float]]:
-        """Human answers (1 right, 0 wrong, NaN unanswered) per question of each labelled image."""
+    def human_answers(self, units: pd.DataFrame, dataset: PromptSet, everyone: bool = False
+                      ) -> dict[str, list[float]]:
+        """Human answers (1 right, 0 wrong, NaN unanswered) per question of each labelled image (of every image
+        with ``everyone``)."""
         if self.human_labels == SIMULATED:
             if "drawn" not in units or units["drawn"].isna().any():
                 raise ConfigError(
                     "human_labels=simulated needs a generator that reports what it drew (procedural); for other "
                     "generators pass task.human_labels=<folder or zip with task_1_<generator>.csv>"
                 )
-            labelled = set(sample_units(list(units["unit_id"]), self.n_human, self.sample_seed, 1))
-            rng = np.random.default_rng([self.sample_seed, 2])
+            labelled = set(units["unit_id"]) if everyone else set(
+                sample_units(list(units["unit_id"]), self.n_human, self.sample_seed, 1))
+            rng = np.random.default_rng([self.sample_seed, 2 + int(everyone)])
             return {
                 row.unit_id: [float(a) for a in simulate_answers(json.loads(row.targets), json.loads(row.drawn),
                                                                  self.human_error, rng)]
                 for row in units.itertuples(index=False) if row.unit_id in labelled
             }  # fmt: skip
-        return self._imported_answers(units, dataset)
+        return self._imported_answers(units, dataset, everyone)
 
-    def _imported_answers(self, units: pd.DataFrame, dataset: PromptSet) -> dict[str, list[float]]:
+    def _imported_answers(self, units: pd.DataFrame, dataset: PromptSet, everyone: bool = False
+                          ) -> dict[str, list[float]]:
         if not self.human_generator:
             raise ConfigError("task.human_generator must name the generator in the annotation CSVs")
         ann = read_annotations(self.human_labels, 1)
@@ -420,10 +453,8 @@ class GeckoNumAutoEval(Task):
         correct = dict(zip(zip(scored["image_id"].astype(str), scored["question"].astype(str), strict=True),
                            scored["correct"].astype(float), strict=True))  # fmt: skip
         present = set(units["unit_id"])
-        chosen = set(sample_units(
-            [u for u in dict.fromkeys(scored["image_id"].astype(str)) if u in present], self.n_human,
-            self.sample_seed, 1,
-        ))  # fmt: skip
+        answered = [u for u in dict.fromkeys(scored["image_id"].astype(str)) if u in present]
+        chosen = set(answered) if everyone else set(sample_units(answered, self.n_human, self.sample_seed, 1))
         return {
             row.unit_id: [correct.get((row.unit_id, q), np.nan) for q in _questions_of(row)]
             for row in units.itertuples(index=False) if row.unit_id in chosen

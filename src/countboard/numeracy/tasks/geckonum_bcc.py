@@ -79,3 +79,26 @@ def bcc_report(units: pd.DataFrame, draws: int = 500, chains: int = 2, seed: int
     metrics = {k: float(v) for k, v in metrics.items() if pd.notna(v)}
     table["accuracy"] = table["bcc_rate"].fillna(table["cc_rate"])
     return metrics, table.iloc[1:].reset_index(drop=True)
+
+
+def replicate_report(scored: pd.DataFrame, replicates: int, sizes: list[int], n_headline: int, level: float,
+                     seed: int) -> tuple[dict[str, float], pd.DataFrame]:
+    """BCC, CC and the human-only posterior against the accuracy of every human label (``scored``: units with
+    ``cc_success`` and ``human``, NaN where a unit has no label, left out), over ``replicates`` random labelled
+    subsets of each size (``quantify.validation.replicate_calibration``): the metrics at ``n_headline`` labelled
+    units and ``level``, and the table of every size and level (the calibration view)."""
+    from countboard.quantify.validation import LEVELS, replicate_calibration
+
+    scored = scored[np.isfinite(scored["human"].to_numpy(float))]
+    levels = sorted(set(LEVELS) | {level})
+    table = replicate_calibration(scored["cc_success"].to_numpy(int), scored["human"].to_numpy(float), sizes,
+                                  replicates, levels, seed)
+    metrics = {"autoeval_all_human_rate": float(scored["human"].mean()) if len(scored) else np.nan,
+               "autoeval_n_all_human": float(len(scored))}
+    head = table[(table["n_human"] == n_headline) & np.isclose(table["level"], level)]
+    for row in head.itertuples(index=False):
+        metrics[f"autoeval_{row.method}_coverage"] = row.coverage
+        metrics[f"autoeval_{row.method}_mae"] = row.mae
+    if not head.empty:
+        metrics["autoeval_n_replicates"] = float(replicates)
+    return {k: float(v) for k, v in metrics.items() if pd.notna(v)}, table
