@@ -190,3 +190,19 @@ def quartile_boxes(bins: pd.DataFrame, title: str) -> go.Figure:
     fig.update_layout(title=title, boxmode="group", xaxis_title="max similarity to a class of the image",
                       yaxis_title="error / count of the most similar class")
     return fig
+
+
+def calibration_chart(df: pd.DataFrame, title: str) -> go.Figure:
+    """Observed coverage (``coverage``) against nominal level (``level``) per ``method``, with the diagonal."""
+    fig = px.line(df.sort_values("level"), x="level", y="coverage", color="method", markers=True, title=title)
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="nominal", line={"dash": "dot", "color": "grey"}))
+    fig.update_layout(xaxis_title="nominal level", yaxis_title="observed coverage", xaxis_range=[0, 1],
+                      yaxis_range=[0, 1.02])
+    return fig
+
+
+def error_chart(df: pd.DataFrame, title: str) -> go.Figure:
+    """Mean absolute error (``mae``) against the number of labelled units (``n_human``) per ``method``."""
+    fig = px.line(df.sort_values("n_human"), x="n_human", y="mae", color="method", markers=True, title=title)
+    fig.update_layout(xaxis_title="human-labelled units", yaxis_title="mean absolute error")
+    return fig

@@ -383,3 +383,40 @@ def draw_answers(ctx: Ctx, fig: FigureInfo) -> None:
     st.caption("The count read from each answer by the documented rule (docs/counters.md, \"Models asked in "
                "words\"); answers that state no count are failed units, listed in the run's failures.json.")
     st.dataframe(rows, hide_index=True, key=f"{ctx.prefix}_answers")
+
+
+def draw_by_number(ctx: Ctx, fig: FigureInfo) -> None:
+    """Exact-count accuracy per ground-truth number, per entry and, where the units name one, per generator."""
+    st.subheader("Accuracy by ground-truth number")
+    path = fig.get("table")
+    table = stacked(ctx, path)
+    if table.empty or not {"number", "accuracy", "low", "high"} <= set(table.columns):
+        widgets.missing("accuracy-by-number table", path)
+        return
+    if "generator" in table:
+        table = table.assign(label=table["label"] + " · " + table["generator"].astype(str))
+    table = table.assign(number=[f"{v:g}" if v < 11 else "10+" for v in table["number"]])
+    st.plotly_chart(figures.bars(table, "number", "accuracy", "label", "Exact-count accuracy by number",
+                                 error=("low", "high")), key=f"{ctx.prefix}_by_number")
+
+
+def draw_calibration(ctx: Ctx, fig: FigureInfo) -> None:
+    """Coverage of BCC, CC and the human-only intervals at each nominal level, and their error against the number
+    of labels, over replicate labelled subsets scored against every human label."""
+    st.subheader("BCC against every human label")
+    path = fig.get("table")
+    entry = pick_entry(ctx, "calibration", runs_with(ctx, path))
+    table = data.read_table(data.first_with(ctx.entry_runs(entry), path), path) if entry else None
+    if table is None or not {"method", "n_human", "level", "coverage", "mae"} <= set(table.columns):
+        widgets.missing("replicate calibration table (task.replicates > 0)", path)
+        return
+    sizes = sorted(int(n) for n in table["n_human"].unique())
+    n = st.selectbox("Human-labelled units per replicate", sizes, index=len(sizes) // 2,
+                     key=f"{ctx.prefix}_calibration_n")
+    reps = int(table["replicates"].iloc[0]) if "replicates" in table else 0
+    cols = st.columns(2)
+    cols[0].plotly_chart(figures.calibration_chart(table[table["n_human"] == n],
+                                                   f"Coverage, {n} labelled units, {reps} replicates"),
+                         key=f"{ctx.prefix}_calibration")
+    cols[1].plotly_chart(figures.error_chart(table.drop_duplicates(["method", "n_human"]), "Error vs labels"),
+                         key=f"{ctx.prefix}_calibration_error")

@@ -84,3 +84,20 @@ def test_quartile_boxes_draw_the_given_quartiles():
     assert [t.name for t in fig.data] == ["a", "b"]
     assert list(fig.data[0].x) == ["0.00–0.50"] and list(fig.data[0].median) == [2.0]   # empty bins left out
     assert list(fig.data[1].q1) == [0.5, 2.0] and list(fig.data[1].q3) == [1.5, 4.0]
+
+
+def test_calibration_and_error_charts_draw_the_replicate_table():
+    from countboard.quantify.validation import replicate_calibration
+
+    rng = np.random.default_rng(0)
+    h = (rng.random(600) < 0.4).astype(int)
+    d = np.where(h == 1, rng.random(600) < 0.8, rng.random(600) < 0.1).astype(int)
+    table = replicate_calibration(d, h, [25, 100], replicates=20, levels=[0.5, 0.9], draws=200)
+    cal = figures.calibration_chart(table[table.n_human == 25], "c")
+    names = [t.name for t in cal.data]
+    assert names == ["bcc", "cc", "human", "nominal"]
+    bcc = next(t for t in cal.data if t.name == "bcc")
+    assert list(bcc.x) == [0.5, 0.9] and list(bcc.y) == list(table[(table.method == "bcc") & (table.n_human == 25)]
+                                                             .sort_values("level").coverage)
+    err = figures.error_chart(table.drop_duplicates(["method", "n_human"]), "e")
+    assert [list(t.x) for t in err.data] == [[25, 100]] * 3

@@ -179,3 +179,38 @@ def test_autoeval_on_released_images_validates_bcc_on_all_human_labels(release, 
     flat = np.array([a for answers in scored.values() for a in answers], dtype=float)
     assert m["autoeval_all_human_rate"] == pytest.approx(np.nanmean(flat))
     assert 0 <= m["autoeval_bcc_coverage"] <= 1 and m["autoeval_bcc_mae"] < 0.5
+
+
+def test_vqa_task_is_classic_in_the_numeracy_family(dataset, ctx):
+    from countboard.numeracy.tasks.vqa import GeckoNumVQA
+
+    task = GeckoNumVQA()
+    assert (task.name, task.family) == ("geckonum_vqa", "geckonum_vqa")
+    units = [u for u in task.units(None, dataset, ctx) if u.startswith("muse_b:")][:50]
+    records = pd.DataFrame(task.run_units(OracleCounter(), dataset, units, ctx))
+    assert task.summarize(records, OracleCounter(), dataset, ctx).metrics["exact_accuracy"] == 1.0
+
+
+@pytest.mark.slow
+def test_sweeps_on_a_fake_release(tmp_path):
+    """The issue's "done when": classic and geckonum_vqa on the release's pairs (oracle 1.0, a counter less), and
+    two release generators through geckonum_autoeval with the replicate check."""
+    from tests.conftest import run_sweep, store_runs
+
+    root, image_dir = make_release(tmp_path, n_prompts=60, missing=2)
+    data = [f"dataset.root={root}", f"dataset.image_dir={image_dir}", "dataset.generators=[dalle_3,muse_b]"]
+    run_sweep(["-m", "model=oracle,class_blind", "dataset=geckonum_release", "task=classic,geckonum_vqa", *data],
+              tmp_path)
+    run_sweep(["-m", "model=geckonum_release", "model.name=dalle_3,muse_b", f"model.image_dir={image_dir}",
+               f"data_dir={tmp_path}", "dataset=geckonum_prompts", f"dataset.root={root}", "dataset.max_prompts=60",
+               "task=geckonum_autoeval", "model@task.evaluator=class_blind", f"task.human_labels={root}",
+               "task.n_annotate=5", "task.bcc_draws=200", "task.replicates=50"], tmp_path)
+    runs = store_runs(tmp_path / "mlruns")
+    counted = runs[runs["tags.dataset"] == "geckonum_release"].set_index(["tags.task", "tags.model"])
+    for task in ("classic", "geckonum_vqa"):
+        assert counted.loc[(task, "oracle"), "metrics.exact_accuracy"] == 1.0
+        assert counted.loc[(task, "class_blind"), "metrics.exact_accuracy"] < 1.0
+    auto = runs[runs["tags.task"] == "geckonum_autoeval"].set_index("tags.model")
+    assert len(auto) == 2 and set(auto["status"]) == {"FINISHED"}
+    assert auto["metrics.autoeval_bcc_coverage"].between(0, 1).all()
+    assert auto["metrics.autoeval_all_human_rate"].between(0, 1).all()
