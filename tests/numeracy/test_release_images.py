@@ -204,7 +204,8 @@ def test_sweeps_on_a_fake_release(tmp_path):
     run_sweep(["-m", "model=geckonum_release", "model.name=dalle_3,muse_b", f"model.image_dir={image_dir}",
                f"data_dir={tmp_path}", "dataset=geckonum_prompts", f"dataset.root={root}", "dataset.max_prompts=60",
                "task=geckonum_autoeval", "model@task.evaluator=class_blind", f"task.human_labels={root}",
-               "task.n_annotate=5", "task.bcc_draws=200", "task.replicates=50"], tmp_path)
+               "task.n_annotate=5", "task.bcc_draws=200", "task.replicates=50",
+               "task.replicate_n=20", "task.replicate_sizes=[10,20]"], tmp_path)
     runs = store_runs(tmp_path / "mlruns")
     counted = runs[runs["tags.dataset"] == "geckonum_release"].set_index(["tags.task", "tags.model"])
     for task in ("classic", "geckonum_vqa"):

@@ -1,0 +1,96 @@
+"""geckonum_autometrics: CLIPScore of a tiny random CLIP, the counter score, Table 3 on a fake release."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from countboard.numeracy.autometrics import ClipScore, CounterScore
+from countboard.numeracy.datasets.prompts import GeckoNumPromptSet
+from countboard.numeracy.models.released import ReleasedImages
+from countboard.numeracy.tasks.autometrics import GeckoNumAutoMetrics
+from countboard.results import RunContext
+from tests.fixtures.geckonum_images import make_release
+from tests.fixtures.tiny_models import tiny_clip_tokenizer
+from tests.numeracy.test_release_images import PIXEL, PixelCounter
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory):
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
+
+    path = tmp_path_factory.mktemp("tiny_clip")
+    torch.manual_seed(0)
+    tok = tiny_clip_tokenizer()
+    config = CLIPConfig(
+        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, max_position_embeddings=77, bos_token_id=tok.bos_token_id,
+                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
+        vision_config=dict(image_size=32, patch_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                           num_attention_heads=2),
+        projection_dim=16)
+    CLIPModel(config).save_pretrained(path)
+    CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32},
+                                                     crop_size={"height": 32, "width": 32}),
+                  tokenizer=tok).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    return make_release(tmp_path_factory.mktemp("release"), generators=("muse_b",), n_prompts=40)
+
+
+def test_clipscore_is_w_times_the_positive_cosine(tiny_clip, release):
+    from transformers import CLIPModel, CLIPProcessor
+
+    root, _ = release
+    specs = GeckoNumPromptSet(str(root)).specs[:6]
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 255, (20, 24, 3), dtype=np.uint8) for _ in specs]
+    got = ClipScore(str(tiny_clip), w=2.5).score(images, specs)
+    model, proc = CLIPModel.from_pretrained(tiny_clip), CLIPProcessor.from_pretrained(tiny_clip)
+    with torch.no_grad():
+        for k, (im, spec) in enumerate(zip(images, specs, strict=True)):
+            inp = proc(text=[spec.prompt], images=[im], return_tensors="pt", padding=True)
+            v = model.visual_projection(model.vision_model(pixel_values=inp["pixel_values"]).pooler_output)[0]
+            c = model.text_projection(model.text_model(input_ids=inp["input_ids"],
+                                                       attention_mask=inp["attention_mask"]).pooler_output)[0]
+            cos = float(v @ c / (v.norm() * c.norm()))
+            assert got[k] == pytest.approx(2.5 * max(cos, 0.0), abs=1e-5)
+
+
+def test_counter_score_is_the_share_of_questions_counted_right(release):
+    root, _ = release
+    spec = next(s for s in GeckoNumPromptSet(str(root)).specs if s.prompt_type == "2-additive")
+    image = np.full((8, 8, 3), 1, np.uint8)  # PixelCounter counts 2 here
+    targets = [q.target for q in spec.count_questions()]
+    got = CounterScore(PixelCounter()).score([image], [spec])
+    assert got[0] == pytest.approx(np.mean([t == 2 for t in targets]))
+
+
+def test_table3_on_released_images(tiny_clip, release, tmp_path):
+    root, image_dir = release
+    ctx = RunContext(device="cpu", seed=0, batch_size=16, work_dir=tmp_path)
+    gen = ReleasedImages("muse_b", str(image_dir))
+    prompts = GeckoNumPromptSet(str(root))
+    task = GeckoNumAutoMetrics(PIXEL, human_labels=str(root), human_generator="muse_b", clip_model_id=str(tiny_clip))
+    every = task.units(gen, prompts, ctx)
+    units = [u for u in every if u in gen.release.files]
+    absent = next(u for u in every if u not in gen.release.files)
+    records = pd.DataFrame(task.run_units(gen, prompts, units + [absent], ctx))
+    assert records["error"].notna().sum() == 1
+    ok = records[records["error"].isna()].drop(columns="error").reset_index(drop=True)
+    result = task.summarize(ok, gen, prompts, ctx)
+    table = result.tables["table3"].set_index("metric")
+    assert list(table.index) == ["clipscore", "counter"]
+    n_correct = table.loc["clipscore", "n_correct"]
+    assert 0 < n_correct < len(ok) and table.loc["clipscore", "n_incorrect"] == len(ok) - n_correct
+    for key in ("clipscore", "counter"):
+        row = table.loc[key]
+        assert row["significant"] == (row["p_value"] < 0.05)
+        assert row["auroc_low"] <= row["auroc"] <= row["auroc_high"]
+        assert result.metrics[f"autometrics_{key}_auroc"] == row["auroc"]
+    assert "score_distributions" in result.figures
