@@ -94,3 +94,19 @@ def test_table3_on_released_images(tiny_clip, release, tmp_path):
         assert row["auroc_low"] <= row["auroc"] <= row["auroc_high"]
         assert result.metrics[f"autometrics_{key}_auroc"] == row["auroc"]
     assert "score_distributions" in result.figures
+
+
+@pytest.mark.slow
+def test_autometrics_sweep_of_two_release_generators(tiny_clip, tmp_path):
+    from tests.conftest import run_sweep, store_runs
+
+    root, image_dir = make_release(tmp_path, n_prompts=40)
+    run_sweep(["-m", "model=geckonum_release", "model.name=dalle_3,muse_b", f"model.image_dir={image_dir}",
+               "dataset=geckonum_prompts", f"dataset.root={root}", "dataset.max_prompts=30",
+               "task=geckonum_autometrics", "model@task.evaluator=class_blind", f"task.human_labels={root}",
+               f"task.clip_model_id={tiny_clip}"], tmp_path)
+    runs = store_runs(tmp_path / "mlruns")
+    cells = runs[runs["tags.task"] == "geckonum_autometrics"]
+    assert len(cells) == 2 and set(cells["status"]) == {"FINISHED"}
+    assert cells["metrics.autometrics_clipscore_auroc"].between(0, 1).all()
+    assert cells["metrics.autometrics_n_images"].gt(0).all()
