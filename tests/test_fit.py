@@ -90,7 +90,7 @@ def test_each_task_defaults_to_a_dataset_it_takes(hydra_init, task):
                                             "generator; counters: class_blind, clipseg,"),
     (["model=procedural_good", "task=praco_negative"], "model=procedural_good is a text-to-image generator"),
     (["model=oracle", "task=geckonum_autoeval"], "takes a text-to-image generator; model=oracle is a counter; "
-                                                 "text-to-image generators: flux_schnell, procedural_good,"),
+                                                 "text-to-image generators: flux_schnell, geckonum_release, procedural_good,"),
     (["model=box_oracle", "task=praco_mosaic", "dataset=synthetic_grounding"],
      "model=box_oracle is a vision-language model; counters: class_blind, clipseg, "),
     (["model=procedural_good", "task=geckonum_autoeval", "model@task.evaluator=sd15"],
@@ -98,8 +98,8 @@ def test_each_task_defaults_to_a_dataset_it_takes(hydra_init, task):
      "class_blind, clipseg,"),
     (["model=oracle", "task=praco_negative", "dataset=shape_prompts"],
      "task=praco_negative takes a counting dataset (one class per image, FSC-147 layout); dataset=shape_prompts is "
-     "a prompt set for image generators; counting datasets: countbench, fsc147, pairtally, synthetic_shapes (choose "
-     "with dataset=<option>)"),
+     "a prompt set for image generators; counting datasets: countbench, fsc147, geckonum_release, pairtally, "
+     "synthetic_shapes (choose with dataset=<option>)"),
 ])
 def test_a_misfit_is_one_line_naming_what_fits(hydra_init, overrides, says):
     with pytest.raises(ConfigError) as caught:

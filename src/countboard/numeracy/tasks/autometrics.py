@@ -45,6 +45,9 @@ class GeckoNumAutoMetrics(Task):
 
     name = "geckonum_autometrics"
     family = "generator_autometrics"
+    model_kinds = ("generator",)
+    dataset_kinds = ("image_prompts",)
+    node_kinds = {"evaluator": ("counter",)}
     path_params = ("human_labels",)
     operational_params = {"local_files_only": "whether the hub may be asked for weights already cached"}
 
