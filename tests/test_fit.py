@@ -28,6 +28,8 @@ TAKES = {
     "text_acs": ({"text_generator"}, {"text_prompts"}),
     "bcc": ({"classifier"}, {"judged_outputs"}),
     "countbench": ({"counter"}, {"counting"}),
+    "geckonum_vqa": ({"counter"}, {"counting"}),
+    "geckonum_autometrics": ({"generator"}, {"image_prompts"}),
 }
 
 
