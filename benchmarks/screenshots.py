@@ -33,6 +33,7 @@ from countboard.commands.leaderboard import leaderboard_command  # noqa: E402
 from countboard.errors import CountboardError  # noqa: E402
 
 MAX_BYTES = 300_000
+LINK_WAIT_MS = 30_000  # how long the Overview may take to show a family's link before the page is skipped
 VIEWPORT = (1280, 800)
 # page -> the link that opens it from the Overview (None: the Overview itself)
 PAGES = {"overview": None, "counters": 'a[href*="section=counters"]',
@@ -116,13 +117,17 @@ def _shown_run(uri: str) -> tuple[str, str]:
 
 
 def _board(watched: Watched, base: str, out: Path) -> list[Path]:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page, saved = watched.page, []
     for name, link in PAGES.items():
         with watched.shot_on_failure(out / f"{name}-failure.png"):
             page.goto(f"{base}/")
             page.wait_for_function(DRAWN, arg="overview", timeout=120_000)
             if link is not None:
-                if page.locator(link).count() == 0:
+                try:  # the Overview draws its family cards one after the other
+                    page.locator(link).first.wait_for(timeout=LINK_WAIT_MS)
+                except PlaywrightTimeout:
                     print(f"{name}: no link to it on the Overview (no runs of its family in the store); skipped")
                     continue
                 page.locator(link).first.click()
