@@ -133,6 +133,7 @@ def _board(watched: Watched, base: str, out: Path) -> list[Path]:
                 page.locator(link).first.click()
                 page.wait_for_timeout(1000)
                 page.wait_for_function(DRAWN, arg=name, timeout=120_000)
+            page.mouse.move(1, VIEWPORT[1] - 1)  # off the tables: no hover toolbar in the picture
             page.wait_for_timeout(2500)  # the grid fills its cells and Plotly draws after the script has finished
             saved.append(watched.screenshot(out / f"{name}.png"))
             if name in CHARTS:  # the family's chart, below the tables
