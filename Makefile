@@ -17,7 +17,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.countboard-installed
 PYTEST := HF_HUB_OFFLINE=1 $(PY) -m pytest
 
-.PHONY: install demo test test-slow test-all test-integration lint bench bench-quick clean-store gpu-wheels gpu-check
+.PHONY: install demo test test-slow test-all test-integration lint bench bench-quick screenshots clean-store gpu-wheels gpu-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,7 +45,7 @@ test-all: test test-slow test-integration
 lint: install
 	$(BIN)/ruff check src tests leaderboard benchmarks
 
-BENCHES := $(filter-out benchmarks/bcc_quapy.py benchmarks/index_server.py,$(wildcard benchmarks/*.py))
+BENCHES := $(filter-out benchmarks/bcc_quapy.py benchmarks/index_server.py benchmarks/screenshots.py,$(wildcard benchmarks/*.py))
 
 bench: install
 	@for b in $(BENCHES); do echo "== $$b"; HF_HUB_OFFLINE=1 $(PY) $$b || exit 1; done
@@ -65,6 +65,12 @@ gpu-wheels:
 
 gpu-check:
 	DEVICE=$(DEVICE) QUICK=$(QUICK) PYTHON=$(GPU_PYTHON) bash benchmarks/gpu_check.sh
+
+# docs/img/*.png: each board page and a run in the MLflow UI, in Debian's Chromium through Playwright (a small
+# store built on the fly; SHOTS_STORE=mlruns takes the demo's store instead).
+SHOTS_STORE ?=
+screenshots: install
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/screenshots.py $(if $(SHOTS_STORE),--store $(SHOTS_STORE))
 
 clean-store:
 	rm -rf $(STORE)/mlflow.db $(STORE)/artifacts $(STORE)/index.duckdb

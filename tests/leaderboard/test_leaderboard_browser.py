@@ -1,35 +1,32 @@
 """The leaderboard in a real browser: headless Chromium (1280 px wide) loads every page and section of
 ``countboard leaderboard``'s ``streamlit run`` on 127.0.0.1.
 
-Chromium is driven through its DevTools protocol (over the ``websockets`` package Streamlit already depends on)
-because Streamlit renders client-side over a websocket: the test waits until the page's script has finished and
-its tables are drawn, then checks the DOM, the console (no error) and the network (no request leaves 127.0.0.1),
-and keeps a screenshot under ``test-artifacts/leaderboard/``.
-Needs the Debian package ``chromium``; skipped with that reason when it is absent.
+Debian's Chromium is driven by Playwright (``tests/fixtures/browser.py``). Streamlit renders client-side over a
+websocket: the test waits until the page's script has finished and its tables are drawn, then checks the DOM, the
+console (no error) and the network (no request, HTTP or websocket, leaves 127.0.0.1), and keeps a screenshot of
+each page under ``test-artifacts/leaderboard/`` (``<page>-failure.png`` when a step fails).
+Needs the Debian package ``chromium`` and the ``playwright`` package (the ``dev`` extra); skipped with that reason
+when either is absent.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from tests.fixtures.browser import MISSING, Watched, browser
 
 from countboard.commands.leaderboard import leaderboard_command
 from countboard.schema import load_schema
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "leaderboard"
 # Each page is reached as a reader does: from the Overview, through its family link (which names the section) or
 # the sidebar. (Loading a deep URL directly makes Streamlit's client probe ``/<page>/_stcore/health`` first, a
@@ -56,9 +53,7 @@ PROBE = """JSON.stringify({
     t => Array.from(t.querySelectorAll('[role="gridcell"]')).map(c => c.innerText)),
   text: document.body.innerText})"""
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    CHROMIUM is None, reason="headless browser test needs the Debian package `chromium` "
-                             "(apt-get install -y chromium; .ci/run installs it)")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=f"headless browser test {MISSING}")]
 
 
 def _free_port() -> int:
@@ -125,101 +120,47 @@ def server(board_index, tmp_path_factory):
         proc.wait(20)
 
 
-async def _render_all(base: str, shots: Path) -> dict[str, dict]:
-    """Open each page in one headless Chromium, wait for it to settle, probe the DOM, take a screenshot."""
-    from websockets.asyncio.client import connect
-
-    profile = tempfile.mkdtemp(prefix="countboard-chromium-")
-    proc = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", "--window-size=1280,2400", "--remote-debugging-port=0", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _render_all(base: str, shots: Path) -> dict[str, dict]:
+    """Open each page in one headless Chromium, wait for it to settle, probe the DOM, take a screenshot (of the page
+    as it was, under ``<page>-failure.png``, when a step fails)."""
     results = {}
-    try:
-        port_file = Path(profile) / "DevToolsActivePort"
-        for _ in range(300):
-            if port_file.exists() and port_file.read_text().strip():
-                break
-            await asyncio.sleep(0.1)
-        port = port_file.read_text().split()[0]
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-        ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
-        async with connect(ws_url, max_size=256 * 1024 * 1024) as ws:
-            counter = iter(range(1, 10**6))
-            events: list[dict] = []
-
-            async def call(method: str, **params) -> dict:
-                mid = next(counter)
-                await ws.send(json.dumps({"id": mid, "method": method, "params": params}))
-                while True:
-                    msg = json.loads(await ws.recv())
-                    if msg.get("id") == mid:
-                        return msg.get("result", {})
-                    if "method" in msg:
-                        events.append(msg)
-
-            for domain in ("Runtime", "Log", "Network", "Page"):
-                await call(f"{domain}.enable")
-            for name, link in PAGES.items():
-                await call("Page.navigate", url=f"{base}/")
-                await _settle(call, "overview")
+    with browser() as b:
+        watched = Watched(b, width=1280, height=2400)
+        page = watched.page
+        for name, link in PAGES.items():
+            with watched.shot_on_failure(shots / f"{name}-failure.png"):
+                page.goto(f"{base}/")
+                _settle(page, "overview")
                 if link is not None:
-                    events.clear()
-                    found = await call("Runtime.evaluate", returnByValue=True, expression=(
-                        f"(() => {{ const a = document.querySelector('{link}'); if (a) a.click(); return !!a; }})()"))
-                    assert found["result"]["value"], f"no link {link} on the Overview"
-                results[name] = await _settle(call, name)
+                    watched.clear()
+                    found = page.evaluate(
+                        f"(() => {{ const a = document.querySelector('{link}'); if (a) a.click(); return !!a; }})()")
+                    assert found, f"no link {link} on the Overview"
+                results[name] = _settle(page, name)
                 if name == "runs":  # pick two runs of different families: their metrics side by side
-                    await _click_rows(call, (0, 4))
-                    results[name] = await _settle(call, name, tables=3)
-                results[name]["console_errors"] = _console_errors(events)
-                results[name]["requests"] = [e["params"]["request"]["url"] for e in events
-                                             if e["method"] == "Network.requestWillBeSent"]
-                shot = await call("Page.captureScreenshot", format="png")
-                (shots / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))
-    finally:
-        proc.terminate()
-        proc.wait(20)
-        shutil.rmtree(profile, ignore_errors=True)
+                    _click_rows(page, (0, 4))
+                    results[name] = _settle(page, name, tables=3)
+                results[name]["console_errors"] = list(watched.console_errors)
+                results[name]["requests"] = list(watched.requests)
+                watched.screenshot(shots / f"{name}.png")
     return results
 
 
-def _console_errors(events: list[dict]) -> list[str]:
-    """Console errors, uncaught exceptions and error log entries (failed loads, 404s) among DevTools events."""
-    out = []
-    for e in events:
-        m, p = e["method"], e["params"]
-        if m == "Runtime.consoleAPICalled" and p["type"] == "error":
-            out.append(" ".join(str(a.get("value", a.get("description", ""))) for a in p["args"])[:300])
-        elif m == "Runtime.exceptionThrown":
-            out.append(p["exceptionDetails"].get("text", "") + str(p["exceptionDetails"].get("exception", {})
-                                                                  .get("description", ""))[:300])
-        elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
-            out.append(f"{p['entry'].get('text', '')} {p['entry'].get('url', '')}"[:300])
-    return out
-
-
-async def _click_rows(call, rows: tuple[int, ...]) -> None:
+def _click_rows(page, rows: tuple[int, ...]) -> None:
     """Tick the selection boxes of ``rows`` of the page's first table (the grid is a canvas: click where they are)."""
-    box = await call("Runtime.evaluate", returnByValue=True, expression=(
-        "JSON.stringify(document.querySelector('[data-testid=\"stDataFrame\"]').getBoundingClientRect())"))
-    rect = json.loads(box["result"]["value"])
+    rect = page.locator('[data-testid="stDataFrame"]').first.bounding_box()
     for row in rows:
-        x, y = rect["left"] + 18, rect["top"] + ROW_PX * (row + 1) + ROW_PX / 2
-        for kind in ("mousePressed", "mouseReleased"):
-            await call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
-        await asyncio.sleep(1.5)
+        page.mouse.click(rect["x"] + 18, rect["y"] + ROW_PX * (row + 1) + ROW_PX / 2)
+        page.wait_for_timeout(1500)
 
 
-async def _settle(call, name: str, timeout: float = 90.0, tables: int = 0) -> dict:
+def _settle(page, name: str, timeout: float = 90.0, tables: int = 0) -> dict:
     """Probe until the script has finished and the page's main element is drawn (and ``tables`` tables), twice in
     a row."""
     deadline, stable, probe, previous = time.time() + timeout, 0, {}, {}
-    await asyncio.sleep(1.0)
+    page.wait_for_timeout(1000)
     while time.time() < deadline:
-        res = await call("Runtime.evaluate", expression=PROBE, returnByValue=True)
-        probe = json.loads(res["result"]["value"])
+        probe = json.loads(page.evaluate(PROBE))
         drawn = probe["links"] if name == "overview" else (probe["text"] if name in NO_TABLE else probe["cells"])
         drawn = drawn and probe["tables"] >= tables
         # settled: drawn, not running, and the same first cells twice (the grid fills its cells lazily)
@@ -228,7 +169,7 @@ async def _settle(call, name: str, timeout: float = 90.0, tables: int = 0) -> di
         previous = probe
         if stable >= 2 or probe["exceptions"]:
             return probe
-        await asyncio.sleep(0.5)
+        page.wait_for_timeout(500)
     return probe
 
 
@@ -236,7 +177,7 @@ async def _settle(call, name: str, timeout: float = 90.0, tables: int = 0) -> di
 def rendered(server):
     shots = ARTIFACTS / ("large" if os.environ.get(OTHER_INDEX_ENV) else "")
     shots.mkdir(parents=True, exist_ok=True)
-    return asyncio.run(_render_all(server, shots))
+    return _render_all(server, shots)
 
 
 @pytest.mark.parametrize("page", list(PAGES))

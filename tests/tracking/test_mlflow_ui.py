@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -17,7 +17,7 @@ from countboard.tracking.mlflow_ui import CLASSIC_WORKFLOW, WORKFLOW_STORAGE_KEY
 from countboard.tracking.store import Tracker
 from countboard.tracking.tags import EXPERIMENT_KIND as EXPERIMENT_KIND_TAG
 from countboard.tracking.tags import EXPERIMENT_KIND_ML as EXPERIMENT_KIND
-from tests.fixtures.chromium import CHROMIUM, Chromium
+from tests.fixtures.browser import MISSING, Watched, browser
 from tests.fixtures.synthetic_store import FamilySpec, local_store, make_store
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "mlflow_ui"
@@ -52,31 +52,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _open_experiment(base: str, name: str, shot: Path) -> dict:
-    """Open the UI's home page in a fresh browser profile, click experiment ``name``, wait for its runs."""
-    async with Chromium() as page:
-        await page.goto(base + "/")
-        link = f"Array.from(document.querySelectorAll('a')).find(a => a.innerText.trim() === {name!r})"
-        assert await page.wait_for(f"!!{link}", 120), "no experiment link on the MLflow UI's home page"
-        await page.evaluate(f"{link}.click()")
-        await page.wait_for("document.body.innerText.includes('Run Name') && "
-                            "document.body.innerText.includes('matching runs')", 120)
-        await asyncio.sleep(0.5)
-        seen = {"url": await page.evaluate("location.href"), "text": await page.evaluate("document.body.innerText")}
-        # the table's columns are drawn as they scroll into view: its column chooser lists every metric column
-        button = "Array.from(document.querySelectorAll('button')).find(b => b.innerText.trim() === 'Columns')"
-        assert await page.wait_for(f"!!{button}", 60), "no Columns button on the runs table"
-        await page.evaluate(f"{button}.click()")
-        await page.wait_for("document.body.innerText.includes('Metrics')", 60)
-        await asyncio.sleep(0.5)
-        seen["columns"] = await page.evaluate("document.body.innerText")
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        await page.screenshot(shot)
-        return seen
+def _open_experiment(base: str, name: str, shot: Path) -> dict:
+    """Open the UI's home page in a fresh browser profile, click experiment ``name``, wait for its runs, open the
+    runs table's column chooser (a screenshot of the page as it was, ``<shot>-failure.png``, when a step fails)."""
+    with browser() as b:
+        watched = Watched(b, width=1280, height=1600)
+        page = watched.page
+        with watched.shot_on_failure(shot.with_name(f"{shot.stem}-failure.png")):
+            page.goto(base + "/")
+            link = page.locator("a").filter(has_text=re.compile(rf"^\s*{re.escape(name)}\s*$"))
+            link.first.wait_for(timeout=120_000)
+            link.first.click()
+            page.wait_for_function("document.body.innerText.includes('Run Name') && "
+                                   "document.body.innerText.includes('matching runs')", timeout=120_000)
+            page.wait_for_timeout(500)
+            seen = {"url": page.url, "text": page.inner_text("body")}
+            # the table's columns are drawn as they scroll into view: its column chooser lists every metric column
+            button = page.locator("button").filter(has_text=re.compile(r"^\s*Columns\s*$"))
+            button.first.wait_for(timeout=60_000)
+            button.first.click()
+            page.wait_for_function("document.body.innerText.includes('Metrics')", timeout=60_000)
+            page.wait_for_timeout(500)
+            seen["columns"] = page.inner_text("body")
+            watched.screenshot(shot)
+            return seen
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="needs the Debian package `chromium` (apt-get install -y chromium)")
+@pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 def test_mlflow_ui_opens_an_experiment_on_its_runs_table(tmp_path):
     counters = FamilySpec("counters", {"cnt_f1": True, "mae": False}, models=["owl_a", "owl_b"], datasets=["fsc147"])
     numeracy = FamilySpec("generators", {"numeracy_accuracy": True}, models=["sd"], datasets=["geckonum"])
@@ -99,7 +102,7 @@ def test_mlflow_ui_opens_an_experiment_on_its_runs_table(tmp_path):
                 if proc.poll() is not None or time.time() > deadline:
                     raise AssertionError(f"the MLflow UI did not come up:\n{log.read_text()[-3000:]}") from None
                 time.sleep(1)
-        seen = asyncio.run(_open_experiment(base, "countboard/counters", ARTIFACTS / "experiment.png"))
+        seen = _open_experiment(base, "countboard/counters", ARTIFACTS / "experiment.png")
     finally:
         proc.terminate()
         proc.wait(30)
