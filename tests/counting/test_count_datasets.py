@@ -10,7 +10,7 @@ from countboard.counting.datasets.countbench import CountBenchDataset, question_
 from countboard.counting.datasets.pairtally import PairTallyDataset
 from countboard.counting.tasks.countbench import CountBenchCounting
 from countboard.errors import ConfigError, DataNotFoundError
-from countboard.metrics.counting import accuracy_per_number, exact_count_accuracy
+from countboard.metrics.counting import error_per_number
 from tests.fixtures.count_datasets import NOUNS, PAIRS, write_countbench, write_pairtally
 
 
@@ -40,29 +40,28 @@ def test_question_noun():
     assert question_noun("What number of cats?") is None
 
 
-def test_exact_accuracy_and_per_number_against_a_direct_loop():
+def test_error_per_number_against_a_direct_loop():
     rng = np.random.default_rng(0)
     gt = rng.integers(2, 11, 200).astype(float)
     pred = gt + rng.normal(0, 0.8, 200)
-    direct = sum(round(p) == g for p, g in zip(pred, gt, strict=True)) / len(gt)  # round half to even, as np.rint
-    assert exact_count_accuracy(pred, gt) == pytest.approx(direct)
-    rows = accuracy_per_number(pred, gt)
+    rows = error_per_number(pred, gt)
     assert [r["number"] for r in rows] == sorted(set(gt.astype(int)))
     for r in rows:
         sel = [k for k in range(len(gt)) if gt[k] == r["number"]]
         assert r["n_images"] == len(sel)
-        assert r["exact_acc"] == pytest.approx(sum(round(pred[k]) == gt[k] for k in sel) / len(sel))
         assert r["mae"] == pytest.approx(np.mean([abs(pred[k] - gt[k]) for k in sel]))
 
 
-def test_countbench_task_adds_exact_accuracy_and_the_per_number_table():
+def test_countbench_task_is_the_classic_test_with_the_error_per_number():
     records = pd.DataFrame({"unit_id": list("abcd"), "image_id": list("abcd"), "class_name": ["x"] * 4,
                             "gt": [2, 2, 3, 5], "count": [2.2, 1.0, 3.0, 9.0]})
     result = CountBenchCounting().summarize(records, None, None, None)
-    assert result.metrics["exact_acc"] == 0.5
+    assert result.metrics["exact_accuracy"] == 0.5  # 2.2 -> 2 and 3.0 are right
     assert result.metrics["mae"] == pytest.approx((0.2 + 1.0 + 0.0 + 4.0) / 4)
-    table = result.tables["accuracy_per_number"]
-    assert table["number"].tolist() == [2, 3, 5] and table["exact_acc"].tolist() == [0.5, 1.0, 0.0]
+    by_number = result.tables["accuracy_by_number"]
+    assert by_number["number"].tolist() == [2, 3, 5] and by_number["accuracy"].tolist() == [0.5, 1.0, 0.0]
+    errors = result.tables["error_by_number"]
+    assert errors["number"].tolist() == [2, 3, 5] and errors["mae"].tolist() == pytest.approx([0.6, 0.0, 4.0])
 
 
 def test_pairtally_reads_the_released_layout(tmp_path, caplog):

@@ -75,8 +75,8 @@ def test_countbench_and_pairtally_sweep_from_fixtures(tmp_path):
     cells = _cells(store).set_index(["tags.dataset", "tags.task"])
     assert len(cells) == 4 and set(cells["status"]) == {"FINISHED"}
     bench = cells.loc[("countbench", "countbench")]
-    assert 0.0 <= bench["metrics.exact_acc"] <= 1.0 and bench["metrics.n_images"] == 6
+    assert 0.0 <= bench["metrics.exact_accuracy"] <= 1.0 and bench["metrics.n_images"] == 6
     art = next(store.glob(f"artifacts/*/{bench['run_id']}/artifacts"))
-    assert pd.read_parquet(art / "tables" / "accuracy_per_number.parquet")["number"].tolist() == [2, 3, 4, 5, 6, 7]
+    assert pd.read_parquet(art / "tables" / "error_by_number.parquet")["number"].tolist() == [2, 3, 4, 5, 6, 7]
     assert cells.loc[("pairtally", "classic"), "metrics.n_images"] == 6  # two share one prompt: left out
     assert not np.isnan(cells.loc[("pairtally", "praco_multiclass"), "metrics.mc_mae_micro"])
