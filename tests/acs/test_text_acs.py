@@ -64,8 +64,14 @@ def hydra_init():
 
 @pytest.mark.parametrize("option", sorted(p.stem for p in (conf_dir() / "task" / "classifier").glob("*.yaml")))
 def test_every_classifier_option_composes_and_builds(hydra_init, option):
-    cfg = compose("config", overrides=["model=story_procedural_good", "dataset=sentiment_stories", "task=text_acs",
-                                       f"task/classifier={option}"])
+    overrides = ["model=story_procedural_good", "dataset=sentiment_stories", "task=text_acs",
+                 f"task/classifier={option}"]
+    cfg = compose("config", overrides=overrides)
+    if "model_id" in cfg.task.classifier and cfg.task.classifier.model_id is None:
+        # an option that names no model of its own (llm_zeroshot) is refused without one, and builds with one
+        with pytest.raises(Exception, match="task.classifier.model_id is not set"):
+            instantiate(cfg.task.classifier, _convert_="all")
+        cfg = compose("config", overrides=[*overrides, "task.classifier.model_id=org/any-chat-lm"])
     node = check_node(cfg, "task")
     assert node["classifier"]["name"] == option
     clf = instantiate(cfg.task.classifier, _convert_="all")
