@@ -132,3 +132,24 @@ def test_the_mosaic_refuses_a_model_that_answers_one_number_before_the_run(compo
     _preflight_model(compose_cfg("model=vlm_llava_1_5_7b", "task=praco_mosaic", "model.answers=points"))
     with pytest.raises(ConfigError, match="model.model_id is not set"):
         _preflight_model(compose_cfg("model=vlm", "task=classic"))
+
+
+def test_an_open_question_is_judged_by_the_class_the_answer_names(counter, shapes, monkeypatch):
+    """answers=named: the BCC study's judge ("What animal is shown and how many are there?")."""
+    monkeypatch.setattr(counter, "answers", "named")
+    monkeypatch.setattr(counter, "question", "What animal is shown and how many are there?")
+    asked = []
+    monkeypatch.setattr(counter.asked, "ask", lambda images, questions: asked.extend(questions) or [
+        "There are two dogs.", "There are two dogs.", "The image shows a cat."])
+    item = shapes.load(shapes.image_ids[0])
+    counts = counter.decode_counts([item] * 3, ["dogs", "cats", "cats"])
+    assert counts.tolist() == [2.0, 0.0, 1.0]
+    assert asked == ["What animal is shown and how many are there?"] * 3
+
+
+def test_a_question_without_its_noun_needs_the_named_rule():
+    from countboard.counting.models.vlm import check_settings
+
+    with pytest.raises(ConfigError, match="has no \\{noun\\}.*answers=named"):
+        check_settings("What animal is shown and how many are there?", "count", "m")
+    check_settings("What animal is shown and how many are there?", "named", "m")

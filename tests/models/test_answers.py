@@ -7,7 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from countboard.models.answers import parse_count, parse_points, strict_answer, strict_match
+from countboard.models.answers import (
+    parse_count,
+    parse_named_count,
+    parse_points,
+    strict_answer,
+    strict_match,
+)
 
 #: (answer, asked noun, count or None for unparsable, rule or error fragment)
 ANSWERS = [
@@ -83,3 +89,29 @@ def test_points():
     assert parse_points("There are 3 cats.") is None
     assert len(parse_points('<points alt="cats">cats</points>')) == 0
     assert np.all((many >= 0) & (many <= 1)) and not math.isnan(float(many.sum()))
+
+
+#: The BCC study's judge, asked "What animal is shown and how many are there?": (answer, class the image was meant
+#: to show, count of it or None for unparsable)
+NAMED = [
+    ("There are three cats in the image.", "cats", 3),
+    ("The image shows 2 dogs and 3 cats.", "cats", 3),
+    ("A cat.", "cats", 1),
+    ("An orange cat and two dogs.", "cats", 1),
+    ("There is one cat.", "cats", 1),
+    ("A polar bear on the ice.", "polar bears", 1),
+    ("Two polar bears.", "polar bears", 2),
+    ("Two dogs.", "cats", 0),  # another animal: none of the asked one
+    ("Three kittens.", "cats", 0),  # the rule reads the class's own name, not a synonym
+    ("No cats, only a dog.", "cats", 0),
+    ("Cats.", "cats", None),  # named, but no count attached
+    ("I cannot tell what animal this is.", "cats", None),
+    ("", "cats", None),
+]
+
+
+@pytest.mark.parametrize(("answer", "noun", "count"), NAMED)
+def test_named_count_reads_the_asked_class_from_an_open_answer(answer, noun, count):
+    parsed = parse_named_count(answer, noun)
+    assert parsed.count == count, (answer, parsed)
+    assert (parsed.error is None) == (count is not None)

@@ -18,6 +18,13 @@ the whole answer stripped and lower-cased, a number word of zero to twenty (or `
 an exact string match with the target's digits. ``"3"`` and ``"Three"`` match 3; ``"3."`` and ``"There are 3."``
 do not.
 
+``parse_named_count(answer, noun)`` is the rule of a judge asked an open question that names no class (the BCC
+study's "What animal is shown and how many are there?"): the answer must name the class the image was meant to
+show. A number attached to that noun is its count (``no``/``zero`` before it: 0); the noun named with ``a``/``an``
+alone is 1; an answer
+that does not name the noun at all (another animal, say) is 0 of it; the noun named with no number attached is
+unparsable.
+
 ``parse_points`` reads pointing answers (Molmo's ``<point x=".." y="..">`` and ``<points x1=.. y1=.. ...>``
 tags, coordinates in percent of the image): the count is the number of points.
 
@@ -87,11 +94,17 @@ def _normalise(answer: str) -> str:
 def _attached(text: str, noun: str) -> bool:
     """Whether the asked noun comes within two words at the start of ``text`` (what follows a number, up to the
     next number)."""
+    return _contains(text, noun, within=2)
+
+
+def _contains(text: str, noun: str, within: int | None = None) -> bool:
+    """Whether the words of ``noun`` (singular or plural) stand in ``text``: anywhere, or within ``within`` words
+    of its start."""
     target = [_singular(w) for w in re.findall(r"[a-z]+", noun.lower())]
-    if not target:
-        return False
-    words = [_singular(w) for w in re.findall(r"[a-z]+", text)[: len(target) + 2]]
-    return any(words[k:k + len(target)] == target for k in range(len(words) - len(target) + 1))
+    words = [_singular(w) for w in re.findall(r"[a-z]+", text)]
+    if within is not None:
+        words = words[: len(target) + within]
+    return bool(target) and any(words[k:k + len(target)] == target for k in range(len(words) - len(target) + 1))
 
 
 def parse_count(answer: str, noun: str | None = None) -> ParsedCount:
@@ -126,6 +139,34 @@ def parse_count(answer: str, noun: str | None = None) -> ParsedCount:
             return ParsedCount(attached[0], rule="number attached to the asked noun")
     return ParsedCount(None, error=f"the answer names {len(values)} different numbers, none attached to the "
                                    f"asked noun {noun!r}")
+
+
+def parse_named_count(answer: str, noun: str) -> ParsedCount:
+    """The count of ``noun`` in an answer to a question that did not name it (module docstring: the rule).
+
+    Example:
+        >>> [parse_named_count(a, "cats").count for a in ("There are three cats.", "A cat.", "Two dogs.")]
+        [3.0, 1.0, 0.0]
+    """
+    text = _normalise(answer).rstrip(".!")
+    if not text:
+        return ParsedCount(None, error="empty answer")
+    if not _contains(text, noun):
+        if _REFUSAL.search(text):
+            return ParsedCount(None, error="the answer declines to say")
+        return ParsedCount(0.0, rule="the asked noun is not named: none of it")
+    found = list(_NUMBER.finditer(text))
+    ends = [m.start() for m in found[1:]] + [len(text)] * bool(found)
+    attached = {_value(m[0]) for m, stop in zip(found, ends, strict=True) if _attached(text[m.end():stop], noun)}
+    if len(attached) == 1:
+        return ParsedCount(attached.pop(), rule="number attached to the asked noun")
+    singular = " ".join(_singular(w) for w in re.findall(r"[a-z]+", text))
+    last = re.escape(_singular(noun.split()[-1]))
+    if not attached and re.search(rf"(?<![\w])(?:no|zero|not any)\s+(?:\w+\s+)?{last}\b", singular):
+        return ParsedCount(0.0, rule="no / zero before the asked noun")
+    if not attached and re.search(rf"(?<![\w])(?:a|an)\s+(?:\w+\s+)?{last}\b", singular):
+        return ParsedCount(1.0, rule="the asked noun with a / an")
+    return ParsedCount(None, error=f"the answer names {noun!r} without a count attached to it")
 
 
 def _open_rule(text: str, match: re.Match) -> str:

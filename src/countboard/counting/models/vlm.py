@@ -21,10 +21,10 @@ import numpy as np
 
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
-from countboard.models.answers import parse_count, parse_points
+from countboard.models.answers import parse_count, parse_named_count, parse_points
 from countboard.models.base import AnsweredCounts, Counter, check_one_prompt_each
 
-ANSWERS = ("count", "points")
+ANSWERS = ("count", "points", "named")
 DEFAULT_QUESTION = "How many {noun} are in the image?"
 
 
@@ -34,7 +34,9 @@ class VlmCounter(Counter):
     Args:
         model_id: Hub id or local directory.
         question: Template of the question; ``{noun}`` is the prompted class name.
-        answers: ``count`` (one number per answer) or ``points`` (point tags, one per object).
+        answers: ``count`` (one number per answer), ``points`` (point tags, one per object) or ``named`` (an open
+            question that names no class, the BCC study's judge: the count of the prompted class the answer names,
+            0 when it names another; ``models.answers.parse_named_count``).
         max_new_tokens: Longest answer, in tokens.
         prompt: ``auto`` (chat template when the processor has one), ``chat`` or ``plain``.
         prompt_prefix: Put before the question in a plain prompt (``"answer en "`` for PaliGemma).
@@ -88,7 +90,7 @@ class VlmCounter(Counter):
                 counts.append(float("nan") if pts is None else float(len(pts)))
                 errors.append("no point tags in the answer" if pts is None else None)
             else:
-                parsed = parse_count(answer, noun)
+                parsed = parse_named_count(answer, noun) if self.answers == "named" else parse_count(answer, noun)
                 counts.append(float("nan") if parsed.count is None else parsed.count)
                 errors.append(parsed.error)
         return AnsweredCounts(counts, raw, errors)
@@ -118,6 +120,6 @@ def check_settings(question: str, answers: str, model_id: str | None = "") -> No
                           "a preset (model=vlm_llava_1_5_7b, model=vlm_paligemma_3b_pt_448, ...)")
     if answers not in ANSWERS:
         raise ConfigError(f"model.answers={answers!r}: use one of {', '.join(ANSWERS)}")
-    if "{noun}" not in str(question):
+    if "{noun}" not in str(question) and answers != "named":
         raise ConfigError(f"model.question={question!r} has no {{noun}}: write where the class name goes, e.g. "
-                          f"{DEFAULT_QUESTION!r}")
+                          f"{DEFAULT_QUESTION!r} (or model.answers=named for an open question such as the BCC study's)")
