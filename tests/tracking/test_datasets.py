@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from countboard.tracking import tracker_from_config
 from countboard.tracking.datasets import DEFAULT_CONTEXT, DatasetRef
 
@@ -32,3 +34,44 @@ def test_datasets_are_logged_once_per_run(tmp_path):
     found = tracker.client.search_runs([tracker.experiment_id("e")], "dataset.name = 'fsc147' AND "
                                        "dataset.context = 'test'")
     assert [r.info.run_id for r in found] == [run_id]
+
+
+def test_cells_logging_one_dataset_at_once_both_get_it(tmp_path, monkeypatch):
+    """MLflow looks a dataset up, then inserts it: a cell that loses that race to another process meets a
+    unique-constraint error, and its second try links the run to the row the other inserted."""
+    tracker = tracker_from_config({"kind": "local", "store_dir": str(tmp_path / "mlruns")})
+    exp = tracker.experiment_id("e")
+    first, second = tracker.create_run(exp, "a", {}), tracker.create_run(exp, "b", {})
+    ref = DatasetRef("toy", "b784c7678ce5416b", "countboard_toy.ToyDataset", "test", "code")
+    real = tracker.client.log_inputs
+    calls = []
+
+    def racing(run_id, datasets=None, **kw):
+        calls.append(run_id)
+        if run_id == second and calls.count(second) == 1:  # the other process inserts the row in between
+            real(first, datasets=datasets, **kw)
+            raise RuntimeError("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, "
+                               "datasets.name, datasets.digest")
+        return real(run_id, datasets=datasets, **kw)
+
+    monkeypatch.setattr(tracker.client, "log_inputs", racing)
+    tracker.log_datasets(second, [ref])
+    for run_id in (first, second):
+        (got,) = tracker.client.get_run(run_id).inputs.dataset_inputs
+        assert (got.dataset.name, got.dataset.digest) == ("toy", "b784c7678ce5416b")
+    assert calls == [second, second]
+
+
+def test_other_errors_of_logging_datasets_are_not_retried(tmp_path, monkeypatch):
+    tracker = tracker_from_config({"kind": "local", "store_dir": str(tmp_path / "mlruns")})
+    run_id = tracker.create_run(tracker.experiment_id("e"), "r", {})
+    calls = []
+
+    def broken(*a, **kw):
+        calls.append(1)
+        raise RuntimeError("no such table: datasets")
+
+    monkeypatch.setattr(tracker.client, "log_inputs", broken)
+    with pytest.raises(RuntimeError, match="no such table"):
+        tracker.log_datasets(run_id, [DatasetRef("toy", "ab", "src", "test", "code")])
+    assert calls == [1]

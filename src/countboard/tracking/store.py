@@ -180,14 +180,25 @@ def _is_lock_error(exc: Exception) -> bool:
     return "database is locked" in text or "database table is locked" in text or "busy" in text
 
 
-def _retry(fn: Callable[[], T], what: str, attempts: int = 12) -> T:
-    """Call ``fn``, retrying with jittered backoff while SQLite reports lock contention."""
+def _is_concurrent_insert(exc: Exception) -> bool:
+    """Another process inserted the same row first (SQLite's or PostgreSQL's unique-constraint error): MLflow
+    looks a dataset up and then inserts it, so two cells logging one dataset at once can race; a second try finds
+    the row and only links the run to it."""
+    text = str(exc).lower()
+    return "unique constraint failed" in text or "duplicate key value violates unique constraint" in text
+
+
+def _retry(fn: Callable[[], T], what: str, attempts: int = 12,
+           also: Callable[[Exception], bool] | None = None) -> T:
+    """Call ``fn``, retrying with jittered backoff while SQLite reports lock contention (or ``also`` says the
+    error is worth another try)."""
     delay = 0.05
     for attempt in range(attempts):
         try:
             return fn()
         except Exception as exc:  # MlflowException wraps sqlalchemy.OperationalError
-            if not _is_lock_error(exc) or attempt == attempts - 1:
+            again = _is_lock_error(exc) or (also is not None and also(exc))
+            if not again or attempt == attempts - 1:
                 raise
             log.debug("store busy during %s; retrying in %.2fs", what, delay)
             time.sleep(delay * (1 + random.random()))
@@ -398,7 +409,8 @@ class Tracker:
         from countboard.tracking.datasets import dataset_inputs
 
         if refs:
-            _retry(lambda: self.client.log_inputs(run_id, datasets=dataset_inputs(list(refs))), "log inputs")
+            _retry(lambda: self.client.log_inputs(run_id, datasets=dataset_inputs(list(refs))), "log inputs",
+                   also=_is_concurrent_insert)
 
     def set_status(self, run_id: str, status: str) -> None:
         """Reopen a run (``RUNNING``) or end it; a run that ends first records its artifact manifest."""
