@@ -69,6 +69,18 @@ def test_progress_bars_are_off_only_offline_unless_set(restored_logging, monkeyp
     assert os.environ.get(quiet.PROGRESS_ENV) == expected
 
 
+@pytest.mark.parametrize(("given", "expected"), [(None, False), ("true", True)])
+def test_mlflow_artifact_bar_is_off_unless_set(restored_logging, monkeypatch, given, expected):
+    from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
+
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+    monkeypatch.setenv(quiet.MLFLOW_PROGRESS_ENV, given or "")  # recorded, so silence()'s value is undone after
+    if given is None:
+        monkeypatch.delenv(quiet.MLFLOW_PROGRESS_ENV)
+    quiet.silence()
+    assert MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.get() is expected  # what MLflow's download reads
+
+
 def test_debug_shows_everything(restored_logging, monkeypatch):
     monkeypatch.setenv(DEBUG_ENV, "1")
     logging.getLogger("arviz").setLevel(logging.NOTSET)

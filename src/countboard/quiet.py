@@ -48,6 +48,9 @@ LOGGERS: tuple[str, ...] = (
 #: read once by ``huggingface_hub`` on import, so set before any model is loaded. A value the user set is kept.
 PROGRESS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"
 OFFLINE_ENV = "HF_HUB_OFFLINE"
+#: MLflow's "Downloading artifacts" bar, drawn for every artifact the platform reads back (``compare`` reads each
+#: cell's small tables): off unless the user set it.
+MLFLOW_PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
 
 def silence() -> bool:
@@ -61,6 +64,7 @@ def silence() -> bool:
         warnings.filterwarnings("ignore", message=message, category=category)
     if os.environ.get(OFFLINE_ENV, "").lower() in ("1", "true", "yes", "on"):
         os.environ.setdefault(PROGRESS_ENV, "1")
+    os.environ.setdefault(MLFLOW_PROGRESS_ENV, "false")
     for name in LOGGERS:
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET or logger.level < logging.WARNING:
