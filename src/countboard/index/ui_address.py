@@ -16,6 +16,8 @@ import socket
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
+from countboard.processes import pid_alive
+
 UI_ENV = "COUNTBOARD_MLFLOW_UI"
 DEFAULT_UI = "http://127.0.0.1:5000"
 #: The file in a store's cache folder (``StoreAddress.cache_dir``) naming the UI that serves it now.
@@ -60,16 +62,6 @@ def forget_served(store_uri: str) -> None:
         pass
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
-
-
 def served_ui(store_uri: str) -> str | None:
     """The address a running ``countboard mlflow-ui`` of this machine serves ``store_uri`` at, else None (no
     record, an unreadable one, or its process is gone)."""
@@ -78,7 +70,7 @@ def served_ui(store_uri: str) -> str | None:
         url, pid = str(record["url"]), int(record["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if record.get("host") != socket.gethostname() or not _alive(pid):
+    if record.get("host") != socket.gethostname() or not pid_alive(pid):
         return None
     return url
 

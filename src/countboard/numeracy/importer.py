@@ -37,6 +37,7 @@ from countboard.numeracy.release import (
 )
 from countboard.numeracy.scoring import ImportProblem, score_annotations
 from countboard.numeracy.summary import confusion_figure, summarize_units
+from countboard.processes import pid_alive
 from countboard.tracking import tags as tg
 from countboard.tracking.datasets import DatasetRef
 from countboard.tracking.experiments import DEFAULT_PATTERN
@@ -223,13 +224,7 @@ def _owner_alive(run, now_ms: float) -> bool:
     if host == socket.gethostname() and pid.isdigit():
         if int(pid) == os.getpid():
             return False  # this process logs runs one at a time: an earlier one of its own is not in progress
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(int(pid))
     return now_ms - float(run.start_time or 0) < STALE_AFTER_S * 1000
 
 

@@ -25,6 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from countboard.processes import pid_alive, process_start
 from countboard.tracking import tags as tg
 
 log = logging.getLogger("countboard")
@@ -33,25 +34,6 @@ ROLE = tg.ROLE_LEASE
 KEY_TAG, HOST_TAG, PID_TAG, START_TAG = tg.LEASE_KEY, tg.LEASE_HOST, tg.LEASE_PID, tg.LEASE_PID_START
 HEARTBEAT_TAG, STATE_TAG = tg.LEASE_HEARTBEAT, tg.LEASE_STATE
 DEFAULT_TTL_S = 60.0
-
-
-def process_start(pid: int) -> str:
-    """Start time of process ``pid`` in clock ticks since boot ("" if unknown): tells a reused pid apart."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def _pid_alive(pid: int, start: str) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return not start or not process_start(pid) or process_start(pid) == start
 
 
 OWNER_TAG, OWNER_START_TAG = tg.OWNER, tg.OWNER_PID_START
@@ -67,7 +49,7 @@ def owner_gone(tags: dict[str, str]) -> bool:
     host, _, pid = tags.get(OWNER_TAG, "").rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False
-    return not _pid_alive(int(pid), tags.get(OWNER_START_TAG, ""))
+    return not pid_alive(int(pid), tags.get(OWNER_START_TAG, ""))
 
 
 @dataclass(frozen=True)
@@ -89,7 +71,7 @@ class LeaseInfo:
 
     def expired(self, ttl_s: float, now: float | None = None) -> bool:
         """True when the owner stopped heartbeating for ``ttl_s``, or is a process of this host that is gone."""
-        if self.host == socket.gethostname() and self.pid and not _pid_alive(self.pid, self.pid_start):
+        if self.host == socket.gethostname() and self.pid and not pid_alive(self.pid, self.pid_start):
             return True
         return (now or time.time()) - self.heartbeat > ttl_s
 

@@ -22,6 +22,7 @@ import sqlite3
 from pathlib import Path
 
 from countboard.errors import TrackingStoreError
+from countboard.processes import pid_alive
 from countboard.tracking import failpoints
 from countboard.tracking.integrity import SIDECARS, check_db
 
@@ -116,18 +117,6 @@ def _pid_of(path: Path) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stopped_builds(db: Path) -> list[Path]:
     """Recovered files (with their sidecars) left by a repair that was stopped before its intent file was
     written: no live process of this host is building them and no intent names them."""
@@ -135,7 +124,7 @@ def stopped_builds(db: Path) -> list[Path]:
     named = steps[0] if steps else None
     out = []
     for path in sorted(db.parent.glob(f"{db.name}.{RECOVERED}-*")):
-        if path.name.endswith((*SIDECARS, ".part")) or path == named or _alive(_pid_of(path)):
+        if path.name.endswith((*SIDECARS, ".part")) or path == named or pid_alive(_pid_of(path)):
             continue
         out.append(path)
     return out
