@@ -95,6 +95,19 @@ def test_in_a_multirun_the_cells_that_fit_still_run(tmp_path):
     assert list(cells["tags.model"]) == ["oracle"] and list(cells["status"]) == ["FINISHED"]
 
 
+@pytest.mark.slow
+def test_a_multirun_none_of_whose_cells_fits_creates_nothing(tmp_path):
+    proc = run_sweep(["-m", "model=oracle,class_blind", "task=text_acs,geckonum_autoeval",
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}"], tmp_path, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith("error: none of the 4 cells of this sweep fits, so nothing was run or created; the "
+                               "first, model=oracle task=text_acs")
+    assert "task=text_acs takes a text generator; model=oracle is a counter" in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout and "Launching" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "mlruns").exists() and not (tmp_path / "multirun").exists()  # no parent run, no folder
+
+
 NAMES = ["jeu de données ✓", "a=b c", "store été"]
 
 

@@ -304,10 +304,13 @@ def main() -> None:
         _quiet_failed_cells()
     sys.argv[1:] = quote_values(sys.argv[1:])  # a path with spaces, non-ASCII letters or `=`, as typed
     signal.signal(signal.SIGTERM, _terminate)
-    from countboard.tracking.callbacks import fail_open_sweep
+    from countboard.tracking.callbacks import SweepRefused, fail_open_sweep
 
     try:
         _app()
+    except SweepRefused as refused:  # nothing was launched or created
+        print(refused, file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:  # the parent closes from its children at exit (left RUNNING if another owns some)
         print("stopped: runs in progress were marked KILLED; rerun the same command to resume", file=sys.stderr)
         sys.exit(130)

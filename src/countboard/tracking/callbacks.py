@@ -38,6 +38,12 @@ class SweepError(CompactHydraException):
     """A sweep-level error the user can fix: Hydra prints its one line, without a traceback."""
 
 
+class SweepRefused(BaseException):
+    """A multirun none of whose cells can run, refused before anything is launched or created. A
+    ``BaseException``: Hydra turns a callback's ``Exception`` into a warning and launches the jobs anyway;
+    ``countboard-sweep`` prints this one line and exits with status 2."""
+
+
 class SweepCallback(Callback):
     """Creates (or reuses, on a rerun of the same sweep) the parent run, and closes it at the end."""
 
@@ -49,8 +55,12 @@ class SweepCallback(Callback):
         self.ttl_s = 60.0
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from countboard.errors import debug_enabled, user_message, write_error
+        from countboard.errors import ConfigError, debug_enabled, user_message, write_error
 
+        try:
+            check_some_cell_fits(config)
+        except ConfigError as exc:
+            raise SweepRefused(f"error: {exc}") from None
         try:
             self._start(config)
         except Exception as exc:
@@ -120,6 +130,59 @@ class SweepCallback(Callback):
             log.warning("sweep run %s not closed: %s", run_id, exc)
             return
         log.info("sweep run %s: %s", run_id, status)
+
+
+def sweep_jobs(sweeper: Any, arguments: list[str], config_loader: Any) -> list[list[str]]:
+    """The cells of a multirun, each as its list of overrides, in launch order: the union of ``sweeper.grids``
+    (``[{}]`` for Hydra's basic sweeper), each expanded with ``sweeper.params`` and the command line's
+    ``arguments`` as the basic sweeper expands them (cartesian product; a swept key replaces the grid's values);
+    a cell of two grids is launched once."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create(config_loader=config_loader)
+    params = dict(sweeper.get("params") or {})
+    jobs: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    for grid in sweeper.get("grids") or [{}]:
+        conf = [f"{k}={v}" for k, v in {**params, **dict(grid)}.items()] + list(arguments)
+        for job in BasicSweeper.split_arguments(parser.parse_overrides(conf), None)[0]:
+            key = tuple(sorted(job))
+            if key not in seen:
+                seen.add(key)
+                jobs.append(list(job))
+    return jobs
+
+
+def check_some_cell_fits(config: DictConfig) -> None:
+    """Refuse a multirun none of whose cells fits (``countboard.fit``: a model or dataset its task does not
+    take) in one line, before its parent run or the store exists; cells are composed until one fits, so a sweep
+    whose first cell fits pays one composition. A sweep with some fitting cells runs, and each misfit cell says
+    so in its own line."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from countboard.errors import ConfigError
+    from countboard.fit import check_fit
+
+    if not GlobalHydra.instance().is_initialized():
+        return
+    loader = GlobalHydra.instance().config_loader()
+    jobs = sweep_jobs(config.hydra.sweeper, list(config.hydra.overrides.task), loader)
+    first = None
+    for job in jobs:
+        try:
+            cell = loader.load_sweep_config(config, job)
+        except Exception:  # a cell Hydra cannot compose fails in its own job, with Hydra's reason
+            return
+        try:
+            check_fit(cell)
+        except ConfigError as exc:
+            first = first or f"{' '.join(job)}: {exc}"
+            continue
+        return
+    if first is not None:
+        raise ConfigError(f"none of the {len(jobs)} cells of this sweep fits, so nothing was run or created; "
+                          f"the first, {first}")
 
 
 def _sweep_name(overrides: list[str]) -> str:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 log = logging.getLogger(__name__)
@@ -33,17 +32,9 @@ class GridSweeper(BasicSweeper):
         self.grids = [dict(g) for g in (grids or [])] or [{}]
 
     def _jobs(self, arguments: list[str]) -> list[list[str]]:
-        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        jobs: list[list[str]] = []
-        seen: set[tuple[str, ...]] = set()
-        for grid in self.grids:
-            conf = [f"{k}={v}" for k, v in {**self.params, **grid}.items()] + list(arguments)
-            for job in self.split_arguments(parser.parse_overrides(conf), None)[0]:
-                key = tuple(sorted(job))
-                if key not in seen:
-                    seen.add(key)
-                    jobs.append(job)
-        return jobs
+        from countboard.tracking.callbacks import sweep_jobs
+
+        return sweep_jobs({"grids": self.grids, "params": self.params}, arguments, self.hydra_context.config_loader)
 
     def sweep(self, arguments: list[str]) -> Any:
         jobs = self._jobs(arguments)
