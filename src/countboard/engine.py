@@ -170,8 +170,8 @@ def _open_cell(cfg: DictConfig) -> tuple[Cell, Any]:
     check_fit(cfg)  # a model or dataset the task does not take: one line naming what fits, before anything runs
     st.reach_config(cfg.tracking)  # a down server is named before the dataset is built
     resolve_device(cfg.device)
+    _preflight_model(cfg)  # missing weights or packages, before the dataset is built
     dataset = instantiate_node(cfg, "dataset")
-    _preflight_model(cfg)
     fingerprint = dataset_fingerprint(dataset, OmegaConf.to_container(cfg.dataset, resolve=True))
     tracker = tracker_from_config(cfg.tracking)
     tracker.check()
@@ -187,10 +187,10 @@ def _preflight_model(cfg: DictConfig) -> None:
     except Exception:  # an unknown target is reported, with the valid keys, when the model is built
         return
     node = OmegaConf.to_container(cfg.model, resolve=True)
+    _check_localises(cfg, cls, node)  # what the task cannot take, before what is missing to run it
     preflight = getattr(cls, "preflight", None)
     if preflight is not None:
         preflight(node)
-    _check_localises(cfg, cls, node)
 
 
 def _check_localises(cfg: DictConfig, model_cls: Any, node: dict) -> None:

@@ -123,13 +123,18 @@ def compose_cfg():
     GlobalHydra.instance().clear()
 
 
-def test_the_mosaic_refuses_a_model_that_answers_one_number_before_the_run(compose_cfg):
+def test_the_mosaic_refuses_a_model_that_answers_one_number_before_the_run(compose_cfg, monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))  # no weights: the task's refusal comes first
     cfg = compose_cfg("model=vlm_llava_1_5_7b", "task=praco_mosaic")
     with pytest.raises(ConfigError, match="answers one number per question") as err:
         _preflight_model(cfg)
     assert "\n" not in str(err.value)
-    _preflight_model(compose_cfg("model=vlm_llava_1_5_7b", "task=praco_negative"))
-    _preflight_model(compose_cfg("model=vlm_llava_1_5_7b", "task=praco_mosaic", "model.answers=points"))
+    for fits in (("task=praco_negative",), ("task=praco_mosaic", "model.answers=points")):  # then the weights
+        with pytest.raises(ConfigError, match="llava-1.5-7b-hf': it is not in the Hugging Face cache"):
+            _preflight_model(compose_cfg("model=vlm_llava_1_5_7b", *fits))
     with pytest.raises(ConfigError, match="model.model_id is not set"):
         _preflight_model(compose_cfg("model=vlm", "task=classic"))
 

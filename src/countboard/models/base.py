@@ -32,6 +32,7 @@ from countboard.items import (
     ImagePrompt,
     TextPrompt,
 )
+from countboard.models.hf_loading import check_node_weights
 
 log = logging.getLogger("countboard")
 
@@ -114,8 +115,9 @@ class Counter(ABC):
     @classmethod
     def preflight(cls, node: Mapping[str, Any]) -> None:
         """Check, before any run exists, that what the model needs (code, weights, packages) is there; raise a
-        ``CountboardError`` naming what is missing and where to get it. ``node``: the model's config."""
-        return None
+        ``CountboardError`` naming what is missing and where to get it. ``node``: the model's config. By default:
+        the checkpoint of ``model_id``, where the node has one (``hf_loading.check_node_weights``)."""
+        check_node_weights(node)
 
     def run_tags(self) -> dict[str, str]:
         """Tags the run records about the model once it is built (e.g. the revision of external code)."""
@@ -283,6 +285,11 @@ class GroundingModel(ABC):
     def __init__(self, device: str = "cpu"):
         self.device = device
 
+    @classmethod
+    def preflight(cls, node: Mapping[str, Any]) -> None:
+        """As ``Counter.preflight``: by default the checkpoint of ``model_id``, before any run exists."""
+        check_node_weights(node)
+
     def explainer_detail(self) -> str:
         """Short human-readable settings of the explainer (empty when there is nothing to add)."""
         return ""
@@ -319,6 +326,11 @@ class TextGenerator(ABC):
         self.device = device
         self.batch_size = int(batch_size)
         self.seed = int(seed)
+
+    @classmethod
+    def preflight(cls, node: Mapping[str, Any]) -> None:
+        """As ``Counter.preflight``: by default the checkpoint of ``model_id``, before any run exists."""
+        check_node_weights(node)
 
     @abstractmethod
     def generate_batch(self, prompts: Sequence[TextPrompt]) -> list[GeneratedText]:

@@ -2,7 +2,51 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from countboard.errors import ConfigError
+
+
+def check_weights_present(model_id: str, what: str, *, key: str = "model.model_id", marker: str = "config.json",
+                          local_files_only: bool = False, revision: str | None = None) -> None:
+    """Before any run exists, one ``ConfigError`` line when the weights under ``model_id`` cannot be there: a local
+    folder without ``marker`` (``config.json``; a diffusers pipeline's ``model_index.json``), or a hub id whose
+    ``marker`` is not in the Hugging Face cache while downloads are off (``HF_HUB_OFFLINE=1`` or
+    ``local_files_only``). With downloads on, loading decides (a download, or its own error).
+
+    Args:
+        model_id: Hub id or local folder.
+        what: What is loaded, for the message (``"model=owlv2"``, ``"diffusers pipeline"``).
+        key: The config key that sets ``model_id``, named in the fix.
+        marker: The file every saved copy of it has.
+        local_files_only: The model's own "no downloads" setting.
+        revision: The hub revision asked for (None: the default branch).
+    """
+    model_id = str(model_id)
+    folder = Path(model_id).expanduser()
+    if folder.is_absolute() or model_id.startswith((".", "~")) or folder.is_dir():
+        if not (folder / marker).is_file():
+            raise ConfigError(f"cannot load {what} from the folder {str(folder)!r}: it has no {marker} (a folder "
+                              f"saved with save_pretrained has one); point {key} to such a folder or to a hub id")
+        return
+    fix = f"Download it first (`hf download {model_id}`) or point {key} to a local folder saved with save_pretrained."
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if not (local_files_only or constants.HF_HUB_OFFLINE):
+        return
+    if not isinstance(try_to_load_from_cache(model_id, marker, revision=revision), str):
+        raise ConfigError(f"cannot load {what} {model_id!r}: it is not in the Hugging Face cache "
+                          f"({constants.HF_HUB_CACHE}) and downloads are off (HF_HUB_OFFLINE=1"
+                          f"{' or local_files_only=true' if local_files_only else ''}). {fix}")
+
+
+def check_node_weights(node) -> None:
+    """``check_weights_present`` for a model config node that loads a transformers checkpoint from
+    ``model_id`` (a node without one loads nothing from the hub and passes)."""
+    model_id = node.get("model_id")
+    if isinstance(model_id, str) and model_id:
+        check_weights_present(model_id, f"model={node.get('name', '?')}", revision=node.get("revision"),
+                              local_files_only=bool(node.get("local_files_only", False)))
 
 
 def load_pretrained(loader, model_id: str, what: str):

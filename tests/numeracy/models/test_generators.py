@@ -62,7 +62,7 @@ def test_diffusers_generator_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="cannot load diffusers pipeline"):
         gen.generate_batch(_specs(1), [0])
     # the same, before any run exists: a folder without the pipeline, a hub id not cached while downloads are off
-    with pytest.raises(ConfigError, match="no model_index.json in"):
+    with pytest.raises(ConfigError, match="it has no model_index.json"):
         DiffusersGenerator.preflight({"hub_id": str(tmp_path / "missing")})
     with pytest.raises(ConfigError, match="not in the Hugging Face cache"):
         DiffusersGenerator.preflight({"hub_id": "nobody/no-such-pipeline", "local_files_only": True})

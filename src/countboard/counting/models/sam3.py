@@ -146,6 +146,7 @@ class Sam3Counter(DetectionDecoding, Counter):
         missing = torchvision_missing_message()
         if missing:
             raise ConfigError(missing)
+        super().preflight(node)
 
     @torch.inference_mode()
     def _embed_texts(self, prompts: list[str]) -> torch.Tensor:

@@ -75,6 +75,7 @@ class VlmCounter(Counter):
 
         check_settings(node.get("question", DEFAULT_QUESTION), node.get("answers", "count"), node.get("model_id"))
         AskedModel.preflight(str(node["model_id"]))
+        super().preflight(node)
 
     def _ask(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> list[str]:
         check_one_prompt_each(features, prompts, "image features", "pair")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -63,21 +62,10 @@ class DiffusersGenerator(Generator):
         """Before any run exists, one line when the pipeline cannot be there: a local folder without
         ``model_index.json``, or a hub id that is not in the Hugging Face cache while downloads are off
         (``HF_HUB_OFFLINE=1`` or ``model.local_files_only``). With downloads on, loading decides."""
-        hub_id = str(node.get("hub_id"))
-        folder = Path(hub_id).expanduser()
-        fix = "Download it first (huggingface-cli download) or point model.hub_id to a local folder."
-        if folder.is_absolute() or hub_id.startswith((".", "~")) or folder.is_dir():
-            if not (folder / "model_index.json").is_file():
-                raise ConfigError(f"cannot load diffusers pipeline {hub_id!r}: no model_index.json in {folder}. {fix}")
-            return
-        from huggingface_hub import constants, try_to_load_from_cache
+        from countboard.models.hf_loading import check_weights_present
 
-        if not (node.get("local_files_only") or constants.HF_HUB_OFFLINE):
-            return
-        if not isinstance(try_to_load_from_cache(hub_id, "model_index.json"), str):
-            raise ConfigError(f"cannot load diffusers pipeline {hub_id!r}: it is not in the Hugging Face cache "
-                              f"({constants.HF_HUB_CACHE}) and downloads are off (HF_HUB_OFFLINE=1 or "
-                              f"model.local_files_only=true). {fix}")
+        check_weights_present(str(node.get("hub_id")), "diffusers pipeline", key="model.hub_id",
+                              marker="model_index.json", local_files_only=bool(node.get("local_files_only")))
 
     def _torch_dtype(self):
         import torch
