@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -391,12 +392,14 @@ def nonfinite_counts(tmp: Path, rng: random.Random) -> Outcome:
 
 
 def misfit_cells(tmp: Path, rng: random.Random) -> Outcome:
-    """``model=sd15 task=praco_negative`` alone (one line, no store touched), then in a multirun beside a cell
-    that fits (which runs)."""
+    """``model=sd15 task=praco_negative`` alone (one line, no store touched), in a multirun none of whose cells fits
+    (one line, no store, no parent run), then in a multirun beside a cell that fits (which runs)."""
     t0 = time.perf_counter()
     alone = _sweep(tmp, ["model=sd15", "task=praco_negative"])
     seconds = time.perf_counter() - t0
     ok = _one_line(alone, "task=praco_negative takes a counter; model=sd15 is a text-to-image generator")
+    none_fit = _sweep(tmp, ["hydra.mode=MULTIRUN", "model=sd15,procedural_good", "task=praco_negative"])
+    ok = ok and none_fit.returncode == 2 and _one_line(none_fit, "none of the 2 cells of this sweep fits")
     made = (tmp / "mlruns").exists() and not _cells(tmp).empty
     multi = _sweep(tmp, ["hydra.mode=MULTIRUN", "model=oracle,sd15", "task=classic", "dataset=synthetic_shapes",
                          "dataset.images_per_class={train:0,val:0,test:1}", "dataset.multi_class_images=0"])
@@ -432,7 +435,8 @@ def typed_paths(tmp: Path, rng: random.Random) -> Outcome:
 OUTPUT_FAULTS: dict[str, tuple[str, Callable]] = {
     "nonfinite_counts": ("a counter returning NaN or inf for some images (praco_negative), then fixed",
                          nonfinite_counts),
-    "misfit_cells": ("a model the task does not take (model=sd15 task=praco_negative), alone and in a multirun",
+    "misfit_cells": ("a model the task does not take (model=sd15 task=praco_negative), alone, in a multirun of misfits "
+                     "only and beside a cell that fits",
                      misfit_cells),
     "typed_paths": ("a store path with spaces, non-ASCII letters and = typed unquoted (sweep, index, doctor)",
                     typed_paths),
@@ -649,6 +653,7 @@ def write_doc(rows: list[Row], path: Path, command: str, load: str, seconds: flo
              "`mlflow.db.creating-*` file was left behind and removed by the next command); the others before or "
              "after it.\n\n") if mid else ""
     extra = _own_sections(path)
+    notes = "".join(f"{p}\n\n" for p in _own_notes(path, "Kills and races", keep_count=not where))
     runs = [line for line in _runs_lines(path) if command not in line]
     runs.append(f"- `{command}` ({seconds / 60:.1f} min; load average at the start {load}).")
     path.write_text(
@@ -662,7 +667,7 @@ def write_doc(rows: list[Row], path: Path, command: str, load: str, seconds: flo
         "(`COUNTBOARD_FAILPOINT`, `countboard/tracking/failpoints.py`); the kill during store creation lands at "
         "a random moment.\n\n"
         "## Kills and races\n\n"
-        + "\n".join(kill_table) + "\n\n" + where +
+        + "\n".join(kill_table) + "\n\n" + where + notes +
         "## What users do to a store\n\n"
         "Copies, moves, read-only mounts, damage and a down server. *Bytes written outside the store* counts every "
         "file created or changed outside the store folder the commands were given (the sweeps' Hydra logs under "
@@ -695,6 +700,24 @@ def _own_sections(path: Path) -> str:
         if keep:
             kept.append(line)
     return ("\n" + "".join(kept)) if kept else ""
+
+
+def _own_notes(path: Path, section: str, keep_count: bool = False) -> list[str]:
+    """Paragraphs after the table of a section this script writes, kept as they are: those written by hand, and
+    the script's own count of where the store-creation kills landed when that fault did not run again
+    (``keep_count``)."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    start = text.find(f"## {section}\n")
+    if start < 0:
+        return []
+    body = text[start:].split("\n## ", 1)[0].split("\n\n")[1:]
+    first_table = next((i for i, p in enumerate(body) if p.lstrip().startswith("|")), None)
+    if first_table is None:
+        return []
+    after = [p.strip() for p in body[first_table + 1:] if p.strip()]
+    return [p for p in after if keep_count or not re.match(r"\d+ of the \d+ store-creation kills", p)]
 
 
 def _runs_lines(path: Path) -> list[str]:
