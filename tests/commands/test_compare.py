@@ -94,6 +94,8 @@ def test_compare_logs_one_run_per_group_and_skips_unchanged(store, tmp_path, cap
     assert run.info.status == "FINISHED"
     assert {k: run.data.tags[k] for k in ("task", "dataset", "classifier", "family")} == {
         "task": "bcc", "dataset": "ds", "classifier": "clf1", "family": "acs"}
+    gecko = tracker.client.get_run(runs[("geckonum_autoeval", "owl")]).data.tags
+    assert gecko["family"] == "generator_autoeval"  # the family of the cells it compares
     assert run.data.params["generators"] == "gen_a,gen_b,gen_c"  # not the FAILED gen_z, partial gen_p, damaged gen_q
     # each comparison in its family's experiment, none in the older single one
     names = {e.experiment_id: e.name for e in tracker.experiments()}
@@ -131,3 +133,17 @@ def test_helpers():
     assert pairwise_long(m).to_dict("records") == [
         {"generator_a": "x", "generator_b": "y", "p_greater": 0.25},
         {"generator_a": "y", "generator_b": "x", "p_greater": 0.75}]
+
+
+def test_every_page_of_cells_is_read(store, tmp_path, monkeypatch):
+    """Cells of a task over several pages of MLflow's search (a page of 2 here, of 1,000 in use) all enter."""
+    from countboard.acs.tasks import COMPARED
+    from countboard.quantify.comparison_runs import read_cells
+
+    _, tracker = store
+    search = tracker.client.search_runs
+    monkeypatch.setattr(tracker.client, "search_runs",
+                        lambda *a, **kw: search(*a, **{**kw, "max_results": 2}))
+    spec = next(t for t in COMPARED if t.task == "bcc")
+    cells, left_out = read_cells(tracker, experiment_ids(tracker), spec, tmp_path)
+    assert sorted(cells["generator"]) == ["gen_a", "gen_a", "gen_b", "gen_c"] and len(left_out) == 2

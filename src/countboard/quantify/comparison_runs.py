@@ -3,7 +3,8 @@
 
 Each cell's BCC posterior of the pooled cell is ``Beta(a, b)`` (metrics ``bcc_alpha`` / ``bcc_beta``, else the
 ``all`` row of ``tables/bcc_cells.parquet``); the newest cell per generator enters the group. A comparison run has
-tags ``countboard.role=comparison``, ``task``, ``dataset``, ``classifier``, ``family=acs`` and a ``config_hash`` over
+tags ``countboard.role=comparison``, ``task``, ``dataset``, ``classifier``, ``family`` (that of the compared
+cells: ``acs``, ``generator_autoeval``) and a ``config_hash`` over
 the input run ids and end times (a second call with nothing new is skipped), and the artifacts
 ``tables/pairwise.parquet`` (``generator_a``, ``generator_b``, ``p_greater``), ``tables/generators.parquet`` (the
 inputs) and ``figures/pairwise.png``. The tracker is passed in; MLflow is reached only through it.
@@ -116,7 +117,13 @@ def read_cells(tracker, experiment_ids: str | list[str], spec: ComparedTask, tmp
     query = (f"tags.`{tg.TASK}` = '{spec.task}' AND tags.`{tg.ROLE}` = '{tg.ROLE_CELL}' "
              "AND attributes.status = 'FINISHED'")
     ids = [experiment_ids] if isinstance(experiment_ids, str) else list(experiment_ids)
-    runs = tracker.client.search_runs(ids, filter_string=query, max_results=5000)
+    runs, token = [], None
+    while True:  # every page: a lab's store holds more cells of a task than one page
+        page = tracker.client.search_runs(ids, filter_string=query, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            break
     rows, left_out = [], []
     for run in runs:
         tags = run.data.tags
@@ -142,10 +149,11 @@ def read_cells(tracker, experiment_ids: str | list[str], spec: ComparedTask, tmp
 
 
 def log_comparison(tracker, experiment: str, task: str, dataset: str, classifier: str, cells: pd.DataFrame,
-                   force: bool = False, protocol: str = DEFAULT_LABEL) -> str | None:
-    """Log one comparison run of a group's cells (one per generator); None when an identical one exists."""
+                   force: bool = False, protocol: str = DEFAULT_LABEL, family: str = "acs") -> str | None:
+    """Log one comparison run of a group's cells (one per generator), tagged with the cells' ``family``; None when
+    an identical one exists."""
     matrix = generator_comparison(cells.assign(classifier=classifier), classifier)
-    tags = RunTags(role=tg.ROLE_COMPARISON, task=task, dataset=dataset, classifier=classifier, family="acs",
+    tags = RunTags(role=tg.ROLE_COMPARISON, task=task, dataset=dataset, classifier=classifier, family=family,
                    config_hash=inputs_hash(task, dataset, classifier, cells), protocol_label=protocol).to_tags()
     with tempfile.TemporaryDirectory(prefix="countboard-compare-") as tmp:
         out = Path(tmp)
@@ -190,8 +198,8 @@ def compare_generators(tracker, experiment: str, tasks: Sequence[ComparedTask], 
                     log.info("compare: %s / %s / %s / %s has one generator; nothing to compare", spec.task, dataset,
                              judge, protocol)
                     continue
-                run_id = log_comparison(tracker, experiment_name(experiment, spec.cells_family), spec.task, str(dataset), str(judge), group, force,
-                                        str(protocol))
+                run_id = log_comparison(tracker, experiment_name(experiment, spec.cells_family), spec.task,
+                                        str(dataset), str(judge), group, force, str(protocol), spec.cells_family)
                 n_out = int(((left_out["dataset"] == dataset) & (left_out["classifier"] == judge)).sum())
                 done.append(Comparison(spec.task, str(dataset), str(judge), len(group), run_id, str(protocol), n_out))
     return done
