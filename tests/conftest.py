@@ -22,6 +22,30 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+@pytest.fixture(scope="module")
+def hydra_init():
+    """Hydra initialised on ``conf/`` for the tests of one module (``hydra.compose`` inside them)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from countboard.config import register_configs
+    from countboard.paths import conf_dir
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        yield
+    GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="module")
+def compose_cfg(hydra_init):
+    """``compose_cfg("model=oracle", ...)``: the composed root config with those overrides."""
+    from hydra import compose
+
+    return lambda *overrides: compose("config", overrides=list(overrides))
+
+
 def sweep_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), env.get("PYTHONPATH", "")])

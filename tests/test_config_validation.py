@@ -77,21 +77,6 @@ def test_data_identity_is_the_fingerprint_not_the_path(tmp_path):
     assert config_hash(cfg, path_fingerprint(a)) != config_hash(cfg, path_fingerprint(b))
 
 
-@pytest.fixture(scope="module")
-def compose_cfg():
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from countboard.config import register_configs
-    from countboard.paths import conf_dir
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        yield lambda *overrides: compose("config", overrides=list(overrides))
-    GlobalHydra.instance().clear()
-
-
 @pytest.mark.parametrize(("overrides", "message"), [
     (["model=oracle", "+model.bogus=1"], "model.bogus is not a key of model .*it takes no keys"),
     (["task=praco_mosaic", "+task.bogus.x=1"], "task.bogus is not a key of task .*valid keys: classes, .*mosaic, "

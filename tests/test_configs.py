@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 
 from countboard.cell import config_hash
-from countboard.config import check_node, register_configs
+from countboard.config import check_node
 from countboard.paths import conf_dir
 
 GROUPS = ("model", "dataset", "task", "tracking", "experiment")
@@ -15,15 +14,6 @@ GROUPS = ("model", "dataset", "task", "tracking", "experiment")
 
 def options(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
-
-
-@pytest.fixture(scope="module")
-def hydra_init():
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        yield
-    GlobalHydra.instance().clear()
 
 
 @pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in options(g)])

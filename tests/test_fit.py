@@ -7,12 +7,10 @@ import itertools
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 from omegaconf import OmegaConf
 
 from countboard.cell import config_hash
-from countboard.config import register_configs
 from countboard.errors import ConfigError
 from countboard.fit import KIND_WORDS, check_fit, conf_kinds, kinds_of, misfits
 from countboard.paths import conf_dir
@@ -39,15 +37,6 @@ def options(group: str) -> list[str]:
 
 def task_target(task: str) -> str:
     return yaml.safe_load((conf_dir() / "task" / f"{task}.yaml").read_text())["_target_"]
-
-
-@pytest.fixture(scope="module")
-def hydra_init():
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        yield
-    GlobalHydra.instance().clear()
 
 
 def test_every_model_and_dataset_option_declares_a_known_kind():

@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 from hydra.utils import instantiate
 
 from countboard.acs.annotation import text_id
@@ -17,7 +16,7 @@ from countboard.acs.models.text_classifiers import LEXICON_MAP, VaderClassifier
 from countboard.acs.models.text_generator import TinyRandomCausalLM
 from countboard.acs.models.text_procedural import ProceduralStoryGenerator
 from countboard.acs.tasks.text_acs import TextACSTask
-from countboard.config import check_node, register_configs
+from countboard.config import check_node
 from countboard.errors import ConfigError
 from countboard.metrics.agreement import cohen_kappa
 from countboard.models.base import TextClassifier
@@ -51,15 +50,6 @@ def run_task(task: TextACSTask, model, dataset, ctx: RunContext, chunk: int = 64
 
 def vader() -> VaderClassifier:
     return VaderClassifier(name="vader", label_map=LEXICON_MAP)
-
-
-@pytest.fixture(scope="module")
-def hydra_init():
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        yield
-    GlobalHydra.instance().clear()
 
 
 @pytest.mark.parametrize("option", sorted(p.stem for p in (conf_dir() / "task" / "classifier").glob("*.yaml")))

@@ -12,23 +12,11 @@ import subprocess
 import sys
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import compose
 from hydra.core.global_hydra import GlobalHydra
 
 from countboard.commands.sweep import composition_error
 from countboard.errors import DEBUG_ENV
-from countboard.paths import conf_dir
-
-
-@pytest.fixture(scope="module")
-def hydra_conf():
-    from countboard.config import register_configs
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        yield
-    GlobalHydra.instance().clear()
 
 
 def error_line(*overrides: str) -> str:
@@ -40,7 +28,7 @@ def error_line(*overrides: str) -> str:
     return line
 
 
-def test_unknown_option_of_a_group_lists_the_options(hydra_conf):
+def test_unknown_option_of_a_group_lists_the_options(hydra_init):
     line = error_line("model=nope")
     assert line.startswith("`model=nope`: no option `nope` in config group `model`; options: ")
     assert "oracle, owlv2" in line and "class_blind" in line
@@ -49,7 +37,7 @@ def test_unknown_option_of_a_group_lists_the_options(hydra_conf):
     assert "`hydra/launcher`" in error_line("hydra/launcher=nope") and "joblib" in error_line("hydra/launcher=nope")
 
 
-def test_key_not_in_struct_lists_the_keys_and_the_plus_form(hydra_conf):
+def test_key_not_in_struct_lists_the_keys_and_the_plus_form(hydra_init):
     line = error_line("model=oracle", "model.foo=1")
     assert line.startswith("`model.foo` is not a key of `model`; its keys: ")
     assert "_target_" in line and "name" in line and line.endswith("to add a new key write `+model.foo=1`")
@@ -57,7 +45,7 @@ def test_key_not_in_struct_lists_the_keys_and_the_plus_form(hydra_conf):
     assert "`dataset.max_samples` is not a key of `dataset`" in line and "max_images" in line
 
 
-def test_wrong_type_names_the_key_and_the_expected_type(hydra_conf):
+def test_wrong_type_names_the_key_and_the_expected_type(hydra_init):
     assert error_line("seed=abc") == (
         "`seed=abc`: Value 'abc' of type 'str' could not be converted to Integer (key `seed`)")
     line = error_line("device=gpu9")
@@ -65,7 +53,7 @@ def test_wrong_type_names_the_key_and_the_expected_type(hydra_conf):
     assert "(key `tracking.timeout_s`)" in error_line("tracking.timeout_s=soon")
 
 
-def test_plus_missing_or_extra(hydra_conf):
+def test_plus_missing_or_extra(hydra_init):
     assert error_line("+model=oracle") == (
         "`+model=…`: the group `model` already has an option; write `model=<option>` (no `+`) to choose another")
     line = error_line("+batch_size=3")
@@ -74,12 +62,12 @@ def test_plus_missing_or_extra(hydra_conf):
     assert "to add a new key write `+task.extra=1`" in error_line("task.extra=1")
 
 
-def test_unparsable_override(hydra_conf):
+def test_unparsable_override(hydra_init):
     line = error_line("model")
     assert line.startswith("`model`: not an override Hydra can parse (") and "key=value" in line
 
 
-def test_the_help_lists_the_groups_and_options_hydra_finds(hydra_conf):
+def test_the_help_lists_the_groups_and_options_hydra_finds(hydra_init):
     """``--help`` reads the config folder itself (fast); it names what Hydra would compose from."""
     from countboard.commands.sweep import sweep_help
 
@@ -159,11 +147,11 @@ def test_a_single_job_error_is_one_line_and_the_full_report_stays_on_request(tmp
     ("dataset.root=/data/x(1)", "('(' at position 8 of the value is not allowed unquoted)"),
     ("task.classes=[a", "`task.classes=[a`: not an override Hydra can parse; quote the value: 'task.classes=\"[a\"'"),
 ])
-def test_a_value_hydra_cannot_parse_names_the_character_and_the_quoting(hydra_conf, override, says):
+def test_a_value_hydra_cannot_parse_names_the_character_and_the_quoting(hydra_init, override, says):
     assert says in error_line(override)
 
 
-def test_plain_text_values_hydra_cannot_parse_are_quoted_as_typed(hydra_conf):
+def test_plain_text_values_hydra_cannot_parse_are_quoted_as_typed(hydra_init):
     from countboard.config import quote_values
 
     typed = ["dataset.root=/data/jeu de données ✓/ss", "tracking.store_dir=/s/a=b c", "+task.note=café", "seed=1",

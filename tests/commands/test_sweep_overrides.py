@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 
 from countboard.commands.sweep import unknown_key
-from countboard.config import register_configs
-from countboard.paths import conf_dir
 
 BASE = ["model=procedural_good", "task=geckonum_autoeval"]
 
@@ -22,15 +19,6 @@ FORMS = {
     "key=value": ("task.n_human=9", lambda cfg: cfg.task.n_human == 9),
     "group=option": ("dataset=shape_prompts", lambda cfg: cfg.dataset.name == "shape_prompts"),
 }
-
-
-@pytest.fixture(scope="module")
-def hydra_init():
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        yield
-    GlobalHydra.instance().clear()
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))

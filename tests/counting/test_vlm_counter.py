@@ -6,10 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
-from countboard.config import register_configs
 from countboard.counting.datasets.praco_multiclass import SyntheticMulticlass
 from countboard.counting.datasets.synthetic_shapes import SyntheticShapes
 from countboard.counting.models.vlm import VlmCounter
@@ -20,7 +17,6 @@ from countboard.engine import _preflight_model
 from countboard.errors import ConfigError
 from countboard.models.tiny_asked import build_tiny_vlm, force_answer
 from countboard.numeracy.tasks.geckonum import _answered_questions
-from countboard.paths import conf_dir
 from countboard.results import RunContext
 
 SMALL = dict(image_size=(48, 48), size_range=(5.0, 8.0), count_range=(1, 10),
@@ -112,15 +108,6 @@ def test_geckonum_judge_keeps_raw_answers_and_fails_unparsable_ones(counter, sha
     item = shapes.load(shapes.image_ids[0])
     counts, errors, answers = _answered_questions(counter, [item, item], ["dogs", "cats"], ["u0", "u0"])
     assert np.isnan(counts).all() and answers == ["cats", "cats"] and "unparsable answer 'cats'" in errors["u0"]
-
-
-@pytest.fixture(scope="module")
-def compose_cfg():
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        yield lambda *o: compose("config", overrides=list(o))
-    GlobalHydra.instance().clear()
 
 
 def test_the_mosaic_refuses_a_model_that_answers_one_number_before_the_run(compose_cfg, monkeypatch, tmp_path):
