@@ -34,7 +34,8 @@ class ClipGradCAM(VitCamModel):
         model_id: Hub id or local directory with the model, tokenizer and image-processor files.
         target_layer: Dotted module path whose ``(B, 1 + N, C)`` token output is explained.
         batch_size: Samples per forward/backward pass.
-        upsample: Token-grid to image resizing, ``bicubic_clip`` (the paper's) or ``bilinear``
+        upsample: Token-grid to image resizing, ``bicubic_clip`` (LAVIS ``getAttMap`` without its blur, as the BLIP
+            GradCAM; docs/grounding.md says which code each choice follows) or another of ``UPSAMPLE_METHODS``
             (see ``countboard.grounding.models.gradcam.upsample_map``).
         device: ``"cpu"`` or ``"cuda"``.
     """
