@@ -59,7 +59,7 @@ def _store_write_error(exc: BaseException, args) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand, the server of its ``--store`` probed first (``tracking.store.reach``). A user-fixable
+    """Run one subcommand, the server of its ``--store`` probed first (``tracking.reach.reach``). A user-fixable
     error (ours, or an OS, Arrow or zip error) prints one line and exits 2; ``--debug`` or ``COUNTBOARD_DEBUG=1``
     shows its traceback instead."""
     args = build_parser().parse_args(argv)
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if hasattr(args, "store"):  # a store server that does not answer is named before the command's imports
             from countboard.tracking import address
-            from countboard.tracking.store import reach
+            from countboard.tracking.reach import reach
 
             reach(address.resolve(args.store).uri)
         return int(args.func(args) or 0)

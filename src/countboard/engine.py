@@ -34,6 +34,7 @@ from countboard.tracking import checkpoints, tracker_from_config
 from countboard.tracking import store as st
 from countboard.tracking import tags as tg
 from countboard.tracking.artifacts import write_result
+from countboard.tracking.reach import first_line
 
 log = logging.getLogger("countboard")
 
@@ -299,7 +300,7 @@ def _record_failure(cell: Cell, exc: BaseException, records, failed) -> None:
             cell.tracker.log_json(cell.run_id, failed.to_dict("records"), "failures.json")
         cell.tracker.set_status(cell.run_id, st.KILLED if isinstance(exc, KeyboardInterrupt) else st.FAILED)
     except Exception as again:  # the store itself may be what failed (full, read-only): the job's error says so
-        log.warning("could not record the failure of run %s: %s", cell.run_id, st.first_line(again),
+        log.warning("could not record the failure of run %s: %s", cell.run_id, first_line(again),
                     exc_info=debug_enabled())
     log.error("%s failed: %s (run %s keeps its checkpoints; rerun to resume)", cell.name, message, cell.run_id)
 

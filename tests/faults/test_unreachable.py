@@ -10,7 +10,8 @@ import time
 import pytest
 
 from countboard.errors import TrackingStoreError
-from countboard.tracking.store import REACH_TIMEOUT_S, open_store, reach
+from countboard.tracking.reach import REACH_TIMEOUT_S, reach
+from countboard.tracking.store import open_store
 from tests.conftest import sweep_env
 from tests.faults.conftest import TOY, countboard
 from tests.fixtures.socket_server import socket_server

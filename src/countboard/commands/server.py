@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from countboard.errors import ConfigError
+from countboard.tracking.reach import redact
 
 #: Backend schemes and the Python module each needs (SQLAlchemy 2.1 reads ``postgresql://`` with psycopg 3).
 _DRIVERS = {"postgresql": "psycopg", "postgresql+psycopg": "psycopg", "postgresql+psycopg2": "psycopg2",
@@ -55,23 +56,16 @@ def run(args: argparse.Namespace) -> int:
     check_backend(args.backend_store_uri)
     cmd = server_command(args)
     where = f"http://{args.host}:{args.port}"
-    print(f"MLflow server on {where} (runs in {_redact(args.backend_store_uri)}, artifacts in "
+    print(f"MLflow server on {where} (runs in {redact(args.backend_store_uri)}, artifacts in "
           f"{cmd[cmd.index('--artifacts-destination') + 1]}); sweeps: tracking=server tracking.uri={where}",
           flush=True)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print("note: the server has no authentication; bind it to a private network only", file=sys.stderr)
     if args.dry_run:
-        print(" ".join(cmd).replace(args.backend_store_uri, _redact(args.backend_store_uri)))
+        print(" ".join(cmd).replace(args.backend_store_uri, redact(args.backend_store_uri)))
         return 0
     os.execv(cmd[0], cmd)  # the server takes this process over: `kill PID` reaches it
     return 0
-
-
-def _redact(uri: str) -> str:
-    parsed = urlparse(uri)
-    if parsed.password:
-        return uri.replace(f":{parsed.password}@", ":***@")
-    return uri
 
 
 def register(sub: argparse._SubParsersAction) -> None:

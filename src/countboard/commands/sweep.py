@@ -288,7 +288,7 @@ def main() -> None:
     server = server_from_argv(sys.argv[1:])
     if server:
         from countboard.errors import TrackingStoreError
-        from countboard.tracking.store import reach
+        from countboard.tracking.reach import reach
 
         try:
             reach(server)
