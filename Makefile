@@ -45,7 +45,7 @@ test-all: test test-slow test-integration
 lint: install
 	$(BIN)/ruff check src tests leaderboard benchmarks
 
-BENCHES := $(filter-out benchmarks/bcc_quapy.py benchmarks/index_server.py benchmarks/screenshots.py benchmarks/gpu_wheels.py benchmarks/gpu_check.py,$(wildcard benchmarks/*.py))
+BENCHES := $(filter-out benchmarks/bcc_quapy.py benchmarks/index_server.py benchmarks/screenshots.py benchmarks/gpu_wheels.py benchmarks/gpu_check.py benchmarks/praco_profile.py,$(wildcard benchmarks/*.py))
 
 bench: install
 	@for b in $(BENCHES); do echo "== $$b"; HF_HUB_OFFLINE=1 $(PY) $$b || exit 1; done

@@ -32,7 +32,10 @@ def test_cuda_counts_equal_cpu_counts_in_fp32(kind, tiny_owlv2_dir, tiny_clipseg
                                               min_region_frac=0.002, device=device)
     cpu = _counts(build("cpu"), items, "cpu")
     cuda = _counts(build("cuda"), items, "cuda")
-    np.testing.assert_array_equal(cuda, cpu)
+    # a map's sum is a float32 sum of unit masses spread over each instance's pixels (CLIPSeg: 1/area per pixel of
+    # a region), so its last bits depend on the summation order; the count it stands for is whole and must be equal
+    np.testing.assert_array_equal(np.rint(cuda), np.rint(cpu))
+    np.testing.assert_allclose(cuda, cpu, rtol=0, atol=1e-4)
     np.testing.assert_array_equal(_counts(build("cuda"), items, "cuda"), cuda)  # and the same on a second run
 
 

@@ -154,3 +154,15 @@ def test_bf16_autocast_gives_float32_maps_with_whole_counts(counter, make_items)
     assert [(m.shape, m.dtype) for m in maps] == [(it.size, np.float32) for it in items]
     counts = np.array([m.sum() for m in maps])
     np.testing.assert_array_equal(counts, np.round(counts))
+
+
+def test_the_class_head_takes_cached_features_of_any_precision(counter, make_items):
+    """Image features cached in bf16 (encoded under autocast) meet text embeddings cached in float32 (or the other
+    way round) with no autocast around: the class head runs in float32 and counts as with float32 features."""
+    items = make_items(2, seed=3)
+    feats = counter.encode_images(items)
+    pairs = [f for f in feats for _ in PROMPTS], PROMPTS * len(items)
+    want = np.asarray(counter.decode_counts(*pairs))
+    half = [type(f)(f.patch_feats.to(torch.bfloat16), f.boxes, f.size) for f in feats]
+    got = np.asarray(counter.decode_counts([f for f in half for _ in PROMPTS], PROMPTS * len(items)))
+    assert np.abs(got - want).max() <= 1  # bf16 features round; no dtype error

@@ -107,7 +107,11 @@ class Owlv2Counter(DetectionDecoding, Counter):
         scores: list[torch.Tensor | None] = [None] * len(prompts)
         for feat, idx in group_by_image(features):
             queries = self._text([prompts[i] for i in idx])
-            logits, _ = self.model.class_predictor(feat.patch_feats[None], queries[None])
+            # the class head in float32, outside autocast: cached image features (bf16 under autocast) and text
+            # embeddings (of whatever precision filled the cache) meet in one dtype, and its einsum is not one CUDA
+            # autocast casts (on a GPU in bf16 it met a bf16 and a float32 operand); it is a small part of the work
+            with torch.autocast(feat.patch_feats.device.type, enabled=False):
+                logits, _ = self.model.class_predictor(feat.patch_feats[None].float(), queries[None].float())
             probs = torch.sigmoid(logits[0].float())  # (P, Q)
             for q, i in enumerate(idx):
                 scores[i] = probs[:, q]
