@@ -43,11 +43,13 @@ def _text_config(vocab: dict[str, int], cls):
 
 
 def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, words: tuple[str, ...] = (),
-                   **vision: int) -> Path:
+                   answers: tuple[str, ...] = (), **vision: int) -> Path:
     """Save a seeded random ``arch`` model (``ARCHS``), its tokenizer and processor to ``path``; returns it.
 
     ``words`` are added to the vocabulary after ``WORDS`` (``("yes", "no")`` for yes/no questions); without them
-    the model is the same as before they could be given.
+    the model is the same as before they could be given. ``answers``, when given, are the only words the saved
+    generation config lets the model answer (every other token suppressed), so that a sweep over the folder gets
+    answers a parser reads, still decided by the random weights from the image and the question.
 
     ``vision`` (LLaVA only: ``image_size``, ``layers``, ``hidden``) sizes the vision tower, so that a benchmark can
     give it a realistic share of the work (the default tower is 32 px, one layer of width 32).
@@ -63,7 +65,7 @@ def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, words: 
         raise ValueError(f"vision tower sizes are for arch=llava, not {arch!r}")
     model, processor, vocab = _llava(words, **vision) if arch == "llava" else \
         {"paligemma": _paligemma, "idefics3": _idefics3}[arch](words)
-    suppress = [i for w, i in vocab.items() if w.startswith("<")]
+    suppress = [i for w, i in vocab.items() if w.startswith("<") or (answers and w not in answers)]
     model.generation_config = GenerationConfig(suppress_tokens=suppress, bos_token_id=vocab["<s>"],
                                                eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
     model.save_pretrained(path)
