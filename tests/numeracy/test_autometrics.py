@@ -116,7 +116,23 @@ def test_metrics_are_checked_before_anything_is_built(tiny_vlm):
     with pytest.raises(ConfigError, match="choose one or more"):
         check_metrics([], None)
     with pytest.raises(ConfigError, match=r"tifa, which ask a VLM, but task.vlm.model_id is not set"):
-        check_metrics(["counter", "tifa"], {"model_id": None})
+        check_metrics(["counter", "tifa"], vlm_node(tiny_vlm) | {"model_id": None})
+    with pytest.raises(ConfigError, match=r"dsg, which ask a VLM, but task.vlm \(pixel\) is not a model asked in"):
+        GeckoNumAutoMetrics.preflight({"metrics": ["dsg"], "vlm": PIXEL})
+    GeckoNumAutoMetrics.preflight({"metrics": ["clipscore"], "vlm": PIXEL})  # no VLM needed
+
+
+@pytest.mark.slow
+def test_a_sweep_asking_dsg_without_a_vlm_fails_in_one_line_before_any_run(tmp_path):
+    from tests.conftest import run_sweep
+
+    root, image_dir = make_release(tmp_path, generators=("muse_b",), n_prompts=4)
+    proc = run_sweep(["model=geckonum_release", "model.name=muse_b", f"model.image_dir={image_dir}",
+                      f"dataset.root={root}", "task=geckonum_autometrics", "model@task.vlm=vlm",
+                      "task.metrics=[dsg]"], tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "task.vlm.model_id is not set" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "mlruns").exists()
 
 
 def _dsg_tifa_run(release, tiny_vlm, tmp_path, words):

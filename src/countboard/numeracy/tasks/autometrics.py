@@ -73,6 +73,11 @@ class GeckoNumAutoMetrics(Task):
         self._scorers: list | None = None
         self._asked: tuple[Any, list] | None = None
 
+    @classmethod
+    def preflight(cls, node: dict[str, Any]) -> None:
+        """``check_metrics`` and the VLM's own check (a processor that needs ``torchvision``), before any run."""
+        check_metrics(node.get("metrics", (ClipScore.key, CounterScore.key)), node.get("vlm"))
+
     def scorers(self, device: str) -> list:
         """The image scorers of ``metrics`` (CLIPScore, the counter score), built once."""
         if self._scorers is None:
@@ -89,10 +94,7 @@ class GeckoNumAutoMetrics(Task):
         a prompt of ``specs`` is of a Task 3 type), built once."""
         if self._asked is None:
             model = instantiate_node({"task.vlm": self.vlm_cfg}, "task.vlm", device=device)
-            adapter = getattr(model, "asked", None)
-            if adapter is None:
-                raise ConfigError(f"task.vlm={self.vlm_cfg.get('name')!r} is not a model asked in words: choose a "
-                                  "VLM with model@task.vlm=vlm_paligemma_3b_pt_448 (or another vlm_* preset)")
+            adapter = model.asked  # check_metrics made sure it is a model asked in words
             scorers: list = []
             if TifaScore.key in self.metrics:
                 scorers.append(TifaScore())
@@ -209,10 +211,25 @@ def check_metrics(metrics: Sequence[str], vlm: dict[str, Any] | None) -> tuple[s
         raise ConfigError(f"task.metrics={list(chosen)}: choose one or more of {', '.join(METRIC_KEYS)}, e.g. "
                           "task.metrics=[clipscore,tifa,dsg,counter]")
     asked = [m for m in chosen if m in ASKED]
-    if asked and not (vlm or {}).get("model_id"):
-        raise ConfigError(f"task.metrics has {', '.join(asked)}, which ask a VLM, but task.vlm.model_id is not set: "
-                          "choose one with model@task.vlm=vlm_paligemma_3b_pt_448 (or another vlm_* preset) or "
-                          "task.vlm.model_id=<hub id or folder>")
+    if asked:
+        from hydra.utils import get_class
+
+        from countboard.counting.models.vlm import VlmCounter
+
+        vlm = vlm or {}
+        try:
+            cls = get_class(str(vlm.get("_target_")))
+        except Exception:
+            cls = None
+        if not (isinstance(cls, type) and issubclass(cls, VlmCounter)):
+            raise ConfigError(f"task.metrics has {', '.join(asked)}, which ask a VLM, but task.vlm "
+                              f"({vlm.get('name')}) is not a model asked in words: choose one with "
+                              "model@task.vlm=vlm_paligemma_3b_pt_448 (or another vlm_* preset)")
+        if not vlm.get("model_id"):
+            raise ConfigError(f"task.metrics has {', '.join(asked)}, which ask a VLM, but task.vlm.model_id is not "
+                              "set: choose one with model@task.vlm=vlm_paligemma_3b_pt_448 (or another vlm_* "
+                              "preset) or task.vlm.model_id=<hub id or folder>")
+        cls.preflight(vlm)
     return tuple(dict.fromkeys(chosen))
 
 
