@@ -15,7 +15,7 @@ questions with an LLM; these templates, and the release's questions standing as 
 
 **TIFA** (Hu et al., ICCV 2023, github Yushi-Hu/tifa ``tifa_score_single``): the score is the share of questions
 answered as the prompt says. TIFA makes its questions with an LLM from the prompt's elements and answers them as
-multiple choice; here (ours) each entity of the prompt (``prompts.csv``'s ``noun:number``) gives an existence
+multiple choice (a free-form answer mapped to the nearest choice by SBERT); here (ours) each entity of the prompt (``prompts.csv``'s ``noun:number``) gives an existence
 question ("Is there a dog?", expecting yes) and a count question ("How many dogs are in the image?", right when
 the number ``models.answers.parse_count`` reads is the asked one; ``tifa_questions``).
 
