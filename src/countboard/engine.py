@@ -172,6 +172,7 @@ def _open_cell(cfg: DictConfig) -> tuple[Cell, Any]:
     st.reach_config(cfg.tracking)  # a down server is named before the dataset is built
     resolve_device(cfg.device)
     _preflight_model(cfg)  # missing weights or packages, before the dataset is built
+    _preflight_task(cfg)
     dataset = instantiate_node(cfg, "dataset")
     fingerprint = dataset_fingerprint(dataset, OmegaConf.to_container(cfg.dataset, resolve=True))
     tracker = tracker_from_config(cfg.tracking)
@@ -192,6 +193,20 @@ def _preflight_model(cfg: DictConfig) -> None:
     preflight = getattr(cls, "preflight", None)
     if preflight is not None:
         preflight(node)
+
+
+def _preflight_task(cfg: DictConfig) -> None:
+    """The task's own check of its settings (its class's ``preflight``: e.g. the metrics it is asked to run and the
+    models they need), before the dataset is built and any run exists."""
+    from hydra.utils import get_class
+
+    try:
+        cls = get_class(cfg.task._target_)
+    except Exception:  # an unknown target is reported, with the valid keys, when the task is built
+        return
+    preflight = getattr(cls, "preflight", None)
+    if preflight is not None:
+        preflight(OmegaConf.to_container(cfg.task, resolve=True))
 
 
 def _check_localises(cfg: DictConfig, model_cls: Any, node: dict) -> None:

@@ -114,7 +114,9 @@ class Task(ABC):
     ``model_outputs`` names the record fields that hold the model's outputs (a record with a non-finite value
     there fails: ``check_outputs``); ``model_kinds`` and ``dataset_kinds`` the kinds of model and dataset the task
     takes (the ``kind`` of their config nodes; empty: any), checked before any run exists (``countboard.fit``), and
-    ``node_kinds`` those of model nodes inside its own config (``{"evaluator": ("counter",)}``).
+    ``node_kinds`` those of model nodes inside its own config (``{"evaluator": ("counter",)}``). A classmethod
+    ``preflight(node)``, where a task has one, checks its resolved config node before any run exists (raising
+    ``ConfigError``), as a model's does.
     """
 
     name: str = ""

@@ -29,3 +29,15 @@ def test_ranking_orders_metrics_by_auroc_per_generator():
     assert r[r.Generator == "dalle_3"].Metric.tolist() == ["Counter", "CLIP"]
     assert r[r.Generator == "muse_b"].Metric.tolist() == ["CLIP", "Counter"]
     assert (r.low <= r.AUROC).all() and (r.high >= r.AUROC).all()
+
+
+def test_qa_metrics_get_columns_in_the_papers_order_only_when_a_run_has_them():
+    rows = _rows().assign(autometrics_dsg_p_value=[0.01, None, None], autometrics_dsg_auroc=[0.9, None, None],
+                          autometrics_dsg_auroc_low=[0.8, None, None], autometrics_dsg_auroc_high=[0.95, None, None])
+    t = table3(rows).set_index("Generator")
+    assert list(t.columns) == ["CLIP", "DSG", "Counter"]
+    assert t.loc["dalle_3", "DSG"] == "✓" and t.loc["muse_b", "DSG"] == ""
+    assert r"& CLIP & DSG & Counter \\" in table3_latex(table3(rows))
+    r = auroc_ranking(rows)
+    assert r[r.Generator == "dalle_3"].Metric.tolist() == ["DSG", "Counter", "CLIP"]
+    assert "DSG" not in r[r.Generator == "muse_b"].Metric.tolist()

@@ -11,6 +11,7 @@ from countboard.models.answers import (
     parse_count,
     parse_named_count,
     parse_points,
+    parse_yes_no,
     strict_answer,
     strict_match,
 )
@@ -115,3 +116,12 @@ def test_named_count_reads_the_asked_class_from_an_open_answer(answer, noun, cou
     parsed = parse_named_count(answer, noun)
     assert parsed.count == count, (answer, parsed)
     assert (parsed.error is None) == (count is not None)
+
+
+@pytest.mark.parametrize(("answer", "value"), [
+    ("Yes", True), ("yes.", True), ("Yeah, there is one.", True), ("No", False), ("There are no dogs.", False),
+    ("nope", False), ("3", None), ("", None), ("yes and no", None), ("I cannot tell.", None)])
+def test_yes_no_answers_are_read_by_their_words_and_never_guessed(answer, value):
+    parsed = parse_yes_no(answer)
+    assert parsed.value is value
+    assert (parsed.error is None) == (value is not None)

@@ -1,4 +1,5 @@
-"""geckonum_autometrics: CLIPScore of a tiny random CLIP, the counter score, Table 3 on a fake release."""
+"""geckonum_autometrics: CLIPScore of a tiny random CLIP, the counter score, DSG and TIFA asked to a tiny random VLM,
+Table 3 on a fake release."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
+from countboard.errors import ConfigError
+from countboard.models.tiny_asked import build_tiny_vlm, force_answer
 from countboard.numeracy.autometrics import ClipScore, CounterScore
 from countboard.numeracy.datasets.prompts import GeckoNumPromptSet
 from countboard.numeracy.models.released import ReleasedImages
-from countboard.numeracy.tasks.autometrics import GeckoNumAutoMetrics
+from countboard.numeracy.tasks.autometrics import GeckoNumAutoMetrics, check_metrics
 from countboard.results import RunContext
 from tests.fixtures.geckonum_images import make_release
 from tests.fixtures.tiny_models import tiny_clip_tokenizer
@@ -96,6 +99,88 @@ def test_table3_on_released_images(tiny_clip, release, tmp_path):
     assert "score_distributions" in result.figures
 
 
+@pytest.fixture(scope="module")
+def tiny_vlm(tmp_path_factory):
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny_vlm"), "llava", words=("yes", "no"))
+
+
+def vlm_node(path) -> dict:
+    return {"_target_": "countboard.counting.models.vlm.VlmCounter", "name": "tiny_vlm", "kind": "counter",
+            "model_id": str(path), "max_new_tokens": 1}
+
+
+def test_metrics_are_checked_before_anything_is_built(tiny_vlm):
+    assert check_metrics(["dsg", "counter", "dsg"], vlm_node(tiny_vlm)) == ("dsg", "counter")
+    with pytest.raises(ConfigError, match="choose one or more of clipscore, tifa, dsg, counter"):
+        check_metrics(["vnli"], None)
+    with pytest.raises(ConfigError, match="choose one or more"):
+        check_metrics([], None)
+    with pytest.raises(ConfigError, match=r"tifa, which ask a VLM, but task.vlm.model_id is not set"):
+        check_metrics(["counter", "tifa"], vlm_node(tiny_vlm) | {"model_id": None})
+    with pytest.raises(ConfigError, match=r"dsg, which ask a VLM, but task.vlm \(pixel\) is not a model asked in"):
+        GeckoNumAutoMetrics.preflight({"metrics": ["dsg"], "vlm": PIXEL})
+    GeckoNumAutoMetrics.preflight({"metrics": ["clipscore"], "vlm": PIXEL})  # no VLM needed
+
+
+@pytest.mark.slow
+def test_a_sweep_asking_dsg_without_a_vlm_fails_in_one_line_before_any_run(tmp_path):
+    from tests.conftest import run_sweep
+
+    root, image_dir = make_release(tmp_path, generators=("muse_b",), n_prompts=4)
+    proc = run_sweep(["model=geckonum_release", "model.name=muse_b", f"model.image_dir={image_dir}",
+                      f"dataset.root={root}", "task=geckonum_autometrics", "model@task.vlm=vlm",
+                      "task.metrics=[dsg]"], tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "task.vlm.model_id is not set" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "mlruns").exists()
+
+
+def _dsg_tifa_run(release, tiny_vlm, tmp_path, words):
+    root, image_dir = release
+    ctx = RunContext(device="cpu", seed=0, batch_size=8, work_dir=tmp_path)
+    gen = ReleasedImages("muse_b", str(image_dir))
+    prompts = GeckoNumPromptSet(str(root))
+    task = GeckoNumAutoMetrics(PIXEL, human_labels=str(root), human_generator="muse_b", vlm=vlm_node(tiny_vlm),
+                               metrics=["counter", "dsg", "tifa"])
+    units = [u for u in task.units(gen, prompts, ctx) if u in gen.release.files][:40]
+    adapter, _ = task.asked("cpu", [])
+    vocab = adapter.tokenizer.get_vocab()
+    handle = force_answer(adapter.model, [vocab[w] for w in words])
+    try:
+        records = pd.DataFrame(task.run_units(gen, prompts, units, ctx))
+    finally:
+        handle.remove()
+    return task, records, task.summarize(records, gen, prompts, ctx)
+
+
+def test_dsg_and_tifa_in_table3_with_the_answers_of_each_question(release, tiny_vlm, tmp_path):
+    _, records, result = _dsg_tifa_run(release, tiny_vlm, tmp_path, ["yes"])
+    assert "error" not in records or records["error"].isna().all()
+    assert (records["score_dsg"] == 1.0).all()  # every question answered yes
+    table = result.tables["table3"].set_index("metric")
+    assert list(table.index) == ["tifa", "dsg", "counter"]  # Table 3's order, the metrics that ran
+    assert table.loc["dsg", "n"] == table.loc["counter", "n"] == result.metrics["autometrics_n_images"]
+    assert result.metrics["autometrics_dsg_auroc"] == 0.5  # one score for all: no discrimination
+    answers = result.tables["vlm_answers"]
+    assert set(answers["metric"]) == {"dsg", "tifa"} and (answers["answer"] == "yes").all()
+    tifa = answers[answers["metric"] == "tifa"]
+    counts = tifa[tifa["kind"] == "count"]
+    assert counts["parsed"].isna().all() and counts["counted"].isna().all()  # "yes" is no count: left out
+    assert (tifa.loc[tifa["kind"] == "yes_no", "counted"] == 1.0).all()
+    assert set(answers["unit_id"]) == set(result.tables["scores"]["unit_id"])
+    assert "vlm_answers" not in result.tables["scores"]
+
+
+def test_unparsable_answers_leave_the_metric_nan_and_unlogged(release, tiny_vlm, tmp_path):
+    _, records, result = _dsg_tifa_run(release, tiny_vlm, tmp_path, ["none"])  # "none": no yes, no count read 0
+    assert records["score_dsg"].isna().all()
+    table = result.tables["table3"].set_index("metric")
+    assert table.loc["dsg", "n"] == 0 and "autometrics_dsg_auroc" not in result.metrics
+    assert result.metrics["autometrics_counter_n"] == result.metrics["autometrics_n_images"]
+    answers = result.tables["vlm_answers"]
+    assert (answers.loc[answers["metric"] == "dsg", "error"] == "neither yes nor no in the answer").all()
+
+
 @pytest.mark.slow
 def test_autometrics_sweep_of_two_release_generators(tiny_clip, tmp_path):
     from tests.conftest import run_sweep, store_runs
@@ -110,3 +195,24 @@ def test_autometrics_sweep_of_two_release_generators(tiny_clip, tmp_path):
     assert len(cells) == 2 and set(cells["status"]) == {"FINISHED"}
     assert cells["metrics.autometrics_clipscore_auroc"].between(0, 1).all()
     assert cells["metrics.autometrics_n_images"].gt(0).all()
+
+
+@pytest.mark.slow
+def test_dsg_tifa_sweep_logs_the_auroc_of_each(tmp_path):
+    from tests.conftest import run_sweep, store_runs
+
+    root, image_dir = make_release(tmp_path, generators=("muse_b",), n_prompts=40)
+    vlm = build_tiny_vlm(tmp_path / "vlm", "llava", words=("yes", "no"), answers=("yes", "no", "1", "2", "3"))
+    run_sweep(["model=geckonum_release", "model.name=muse_b", f"model.image_dir={image_dir}",
+               "dataset=geckonum_prompts", f"dataset.root={root}", "dataset.max_prompts=30",
+               "task=geckonum_autometrics", "model@task.evaluator=class_blind", "model@task.vlm=vlm",
+               f"task.vlm.model_id={vlm}", "task.vlm.max_new_tokens=1", f"task.human_labels={root}",
+               "task.metrics=[counter,dsg,tifa]"], tmp_path)
+    runs = store_runs(tmp_path / "mlruns")
+    cell = runs[runs["tags.task"] == "geckonum_autometrics"]
+    assert len(cell) == 1 and cell["status"].iloc[0] == "FINISHED"
+    for key in ("counter", "dsg", "tifa"):
+        n = cell[f"metrics.autometrics_{key}_n"].iloc[0]
+        assert 0 < n <= cell["metrics.autometrics_n_images"].iloc[0]
+        assert 0 <= cell[f"metrics.autometrics_{key}_auroc"].iloc[0] <= 1
+    assert "metrics.autometrics_clipscore_auroc" not in cell

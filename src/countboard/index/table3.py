@@ -1,7 +1,8 @@
 """GeckoNum's Table 3 from ``geckonum_autometrics`` runs: ✓ where a metric tells correct from incorrect images.
 
-One row per generator (the run's ``model``), one column per auto-eval metric: ✓ where the Mann–Whitney p-value is
-below 0.05, ``=`` where it is not (the paper's marks), from each generator's most recent run. ``auroc_ranking``
+One row per generator (the run's ``model``), one column per auto-eval metric that some run reported (the paper's
+order: CLIP, TIFA, DSG, then the counter score): ✓ where the Mann–Whitney p-value is below 0.05, ``=`` where it is
+not (the paper's marks), from each generator's most recent run. ``auroc_ranking``
 ranks the metrics of each generator by AUROC with its interval. Both come as CSV and LaTeX like the PrACo table.
 
 Example (a leaderboard page)::
@@ -16,8 +17,8 @@ import pandas as pd
 
 from countboard.index.praco_table import _tex
 
-#: (metric key in the schema, column header)
-METRICS = (("clipscore", "CLIP"), ("counter", "Counter"))
+#: (metric key in the schema, column header), in Table 3's order
+METRICS = (("clipscore", "CLIP"), ("tifa", "TIFA"), ("dsg", "DSG"), ("counter", "Counter"))
 SIGNIFICANCE = 0.05
 CHECK, NOT = "✓", "="
 
@@ -31,7 +32,8 @@ def _latest(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def table3(rows: pd.DataFrame) -> pd.DataFrame:
-    """Generators × metrics with ✓ (p < 0.05) or = ; a metric a run did not report is left empty.
+    """Generators × metrics with ✓ (p < 0.05) or = ; a metric a run did not report is left empty, and a metric no
+    run reported has no column.
 
     Example:
         >>> rows = pd.DataFrame({"model": ["muse_b"], "autometrics_clipscore_p_value": [0.2],
@@ -46,7 +48,8 @@ def table3(rows: pd.DataFrame) -> pd.DataFrame:
             p = getattr(row, f"autometrics_{key}_p_value", None)
             rec[head] = "" if p is None or pd.isna(p) else (CHECK if p < SIGNIFICANCE else NOT)
         out.append(rec)
-    return pd.DataFrame(out, columns=["Generator", *(h for _, h in METRICS)])
+    table = pd.DataFrame(out, columns=["Generator", *(h for _, h in METRICS)])
+    return table[["Generator", *(h for _, h in METRICS if (table[h] != "").any())]]
 
 
 def auroc_ranking(rows: pd.DataFrame) -> pd.DataFrame:
@@ -77,7 +80,7 @@ def table3_latex(table: pd.DataFrame, label: str = "tab:geckonum_table3") -> str
         ...     [{"Generator": "muse_b", "CLIP": "=", "Counter": "✓"}]))
         True
     """
-    heads = [h for _, h in METRICS]
+    heads = [h for _, h in METRICS if h in table]
     lines = [r"\begin{table}[t]", r"\centering",
              r"\caption{The ability of auto-metrics to discriminate between correct and incorrect image "
              r"generations ($\checkmark$: $p<0.05$, Mann-Whitney U test)}", rf"\label{{{label}}}",

@@ -25,6 +25,11 @@ alone is 1; an answer
 that does not name the noun at all (another animal, say) is 0 of it; the noun named with no number attached is
 unparsable.
 
+``parse_yes_no(answer)`` reads an answer to a yes/no question by the words it uses: only yes-words (``yes``,
+``yeah``, ``yep``, ``true``, ``correct``) is yes, only no-words (``no``, ``nope``, ``false``, ``incorrect``; so
+"There are no dogs." is no) is no; both or neither (a number, a refusal, an empty answer) is unparsable and never
+read as yes (``ParsedYesNo.value`` is None with the reason).
+
 ``parse_points`` reads pointing answers (Molmo's ``<point x=".." y="..">`` and ``<points x1=.. y1=.. ...>``
 tags, coordinates in percent of the image): the count is the number of points.
 
@@ -167,6 +172,35 @@ def parse_named_count(answer: str, noun: str) -> ParsedCount:
     if not attached and re.search(rf"(?<![\w])(?:a|an)\s+(?:\w+\s+)?{last}\b", singular):
         return ParsedCount(1.0, rule="the asked noun with a / an")
     return ParsedCount(None, error=f"the answer names {noun!r} without a count attached to it")
+
+
+@dataclass(frozen=True)
+class ParsedYesNo:
+    """What ``parse_yes_no`` read: ``value`` (True for yes, False for no, None when unparsable) or the ``error``."""
+
+    value: bool | None
+    error: str | None = None
+
+
+_YES = ("yes", "yeah", "yep", "true", "correct")
+_NO = ("no", "nope", "false", "incorrect")
+
+
+def parse_yes_no(answer: str) -> ParsedYesNo:
+    """Yes, no, or why neither (module docstring: the rule).
+
+    Example:
+        >>> [parse_yes_no(a).value for a in ("Yes.", "no, there are two", "I think yes", "yes and no", "3")]
+        [True, False, True, None, None]
+    """
+    text = _normalise(answer)
+    if not text:
+        return ParsedYesNo(None, error="empty answer")
+    words = re.findall(r"[a-z]+", text)
+    said = {w in _YES for w in words if w in _YES or w in _NO}
+    if len(said) == 1:
+        return ParsedYesNo(said.pop())
+    return ParsedYesNo(None, error="the answer says both yes and no" if said else "neither yes nor no in the answer")
 
 
 def _open_rule(text: str, match: re.Match) -> str:

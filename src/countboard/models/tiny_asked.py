@@ -23,12 +23,12 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {% for c in m['cont
 _IDEFICS_TOKENS = ("<fake_token_around_image>", "<global-img>", "<end_of_utterance>")
 
 
-def _tokenizer(extra: tuple[str, ...] = ()):
+def _tokenizer(extra: tuple[str, ...] = (), words: tuple[str, ...] = ()):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     specials = ["<pad>", "<unk>", "<s>", "</s>", "<image>", "<|user|>", "<|assistant|>", *extra]
-    vocab = {w: i for i, w in enumerate(dict.fromkeys([*specials, *WORDS]))}
+    vocab = {w: i for i, w in enumerate(dict.fromkeys([*specials, *WORDS, *words]))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(r"\s+|(?=\?)", behavior="removed")
     tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
@@ -42,8 +42,14 @@ def _text_config(vocab: dict[str, int], cls):
                bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
 
 
-def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, **vision: int) -> Path:
+def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, words: tuple[str, ...] = (),
+                   answers: tuple[str, ...] = (), **vision: int) -> Path:
     """Save a seeded random ``arch`` model (``ARCHS``), its tokenizer and processor to ``path``; returns it.
+
+    ``words`` are added to the vocabulary after ``WORDS`` (``("yes", "no")`` for yes/no questions); without them
+    the model is the same as before they could be given. ``answers``, when given, are the only words the saved
+    generation config lets the model answer (every other token suppressed), so that a sweep over the folder gets
+    answers a parser reads, still decided by the random weights from the image and the question.
 
     ``vision`` (LLaVA only: ``image_size``, ``layers``, ``hidden``) sizes the vision tower, so that a benchmark can
     give it a realistic share of the work (the default tower is 32 px, one layer of width 32).
@@ -57,9 +63,9 @@ def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, **visio
     torch.manual_seed(seed)
     if vision and arch != "llava":
         raise ValueError(f"vision tower sizes are for arch=llava, not {arch!r}")
-    model, processor, vocab = _llava(**vision) if arch == "llava" else \
-        {"paligemma": _paligemma, "idefics3": _idefics3}[arch]()
-    suppress = [i for w, i in vocab.items() if w.startswith("<")]
+    model, processor, vocab = _llava(words, **vision) if arch == "llava" else \
+        {"paligemma": _paligemma, "idefics3": _idefics3}[arch](words)
+    suppress = [i for w, i in vocab.items() if w.startswith("<") or (answers and w not in answers)]
     model.generation_config = GenerationConfig(suppress_tokens=suppress, bos_token_id=vocab["<s>"],
                                                eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
     model.save_pretrained(path)
@@ -67,7 +73,7 @@ def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, **visio
     return path
 
 
-def _llava(image_size: int = 32, layers: int = 1, hidden: int = 32):
+def _llava(words: tuple[str, ...] = (), image_size: int = 32, layers: int = 1, hidden: int = 32):
     from transformers import (
         CLIPImageProcessorPil,
         CLIPVisionConfig,
@@ -77,7 +83,7 @@ def _llava(image_size: int = 32, layers: int = 1, hidden: int = 32):
         LlavaProcessor,
     )
 
-    tok, vocab = _tokenizer()
+    tok, vocab = _tokenizer((), words)
     vision = CLIPVisionConfig(image_size=image_size, patch_size=8 if image_size <= 64 else 16, hidden_size=hidden,
                               intermediate_size=2 * hidden, num_hidden_layers=layers,
                               num_attention_heads=max(2, hidden // 64), projection_dim=32)
@@ -91,7 +97,7 @@ def _llava(image_size: int = 32, layers: int = 1, hidden: int = 32):
     return LlavaForConditionalGeneration(config).eval(), processor, vocab
 
 
-def _paligemma():
+def _paligemma(words: tuple[str, ...] = ()):
     from transformers import (
         GemmaConfig,
         PaliGemmaConfig,
@@ -101,7 +107,7 @@ def _paligemma():
         SiglipVisionConfig,
     )
 
-    tok, vocab = _tokenizer()
+    tok, vocab = _tokenizer((), words)
     vision = SiglipVisionConfig(image_size=32, patch_size=8, hidden_size=32, intermediate_size=64,
                                 num_hidden_layers=1, num_attention_heads=2)
     text = _text_config(vocab, GemmaConfig)
@@ -114,7 +120,7 @@ def _paligemma():
     return PaliGemmaForConditionalGeneration(config).eval(), processor, vocab
 
 
-def _idefics3():
+def _idefics3(words: tuple[str, ...] = ()):
     from transformers import (
         Idefics3Config,
         Idefics3ForConditionalGeneration,
@@ -123,7 +129,7 @@ def _idefics3():
         LlamaConfig,
     )
 
-    tok, vocab = _tokenizer(_IDEFICS_TOKENS)
+    tok, vocab = _tokenizer(_IDEFICS_TOKENS, words)
     text = _text_config(vocab, LlamaConfig)
     config = Idefics3Config(vision_config={"image_size": 32, "patch_size": 8, "hidden_size": 32,
                                            "intermediate_size": 64, "num_hidden_layers": 1,
