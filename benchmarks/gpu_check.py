@@ -10,6 +10,8 @@ Steps, each in its own process, their output in ``<out>/gpu-check.log``:
    against fp32), rows in ``<out>/praco.json``;
 3. ``generator_throughput.py``: a Stable Diffusion 1.5-size pipeline in float16, the sweep's path against the
    pipeline's own batched call and the UNet alone, in ``<out>/generator.json``;
+   ``geckonum_time.py``: time per image of GeckoNum's release path (reading a 1024 px image, the counter-based
+   score with a base-size OWLv2, DSG + TIFA with the tests' tiny VLM), in ``<out>/geckonum.json``;
 4. a real sweep (``owlv2,clipseg`` x ``praco_negative`` on generated ``synthetic_shapes``, tiny random models) with
    ``device=<device>`` into a temporary store, ``countboard index`` on it, the same cells with ``device=cpu`` into
    another store, and their records compared;
@@ -202,6 +204,23 @@ class Check:
         self.target("generator: pipeline rate / sweep rate", figure, "<= 1.2", result["pipeline_over_sweep"] <= 1.2,
                     self.gpu)
 
+    # --- 3b. GeckoNum's release path: time per image ------------------------------------------------------------
+    def geckonum(self) -> None:
+        """``geckonum_time.py``: reading a released 1024 px image, the counter-based score (OWLv2 at base size)
+        and DSG + TIFA (the tests' tiny VLM) per image; a figure for ``docs/geckonum.md``, no target."""
+        path = self.out / "geckonum.json"
+        args = (["--images", "4", "--size", "256"] if self.quick else
+                ["--images", "48", "--counter", "base", "--batch-size", "16", "--threads", "4"])
+        self.run("geckonum_time", ["benchmarks/geckonum_time.py", "--device", self.device, "--json", str(path),
+                                   *args], timeout=240)
+        if not path.is_file():
+            return self.target("GeckoNum release: ms per image", "not measured", "measured", False, True)
+        r = json.loads(path.read_text())
+        figure = (f"{r['size']} px: reading {r['read_ms_per_image']:.1f}, counter-based score "
+                  f"({r['counter']} OWLv2) {r['counter_ms_per_image']:.1f}, DSG + TIFA (tiny VLM) "
+                  f"{r['dsg_tifa_ms_per_image']:.1f} ms per image ({r['images']} images)")
+        self.target("GeckoNum release: ms per image", figure, "measured (docs/geckonum.md)", True, self.gpu)
+
     # --- 4. a real sweep on the device and on the CPU -----------------------------------------------------------
     def sweep_args(self, device: str, store: Path, *extra: str) -> list[str]:
         """``countboard-sweep`` of the two counters (tiny random models, each its own ``model_id``: a union of two
@@ -362,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     check = Check(out, args.device, args.quick)
     t0 = time.perf_counter()
-    for step in (check.gpu_tests, check.praco, check.generator, check.sweeps, check.launcher, check.records):
+    for step in (check.gpu_tests, check.praco, check.generator, check.geckonum, check.sweeps, check.launcher,
+                 check.records):
         step()
     return check.finish(time.perf_counter() - t0)
 

@@ -25,6 +25,7 @@ THROUGHPUT = load_benchmark("praco_throughput")
 
 #: What the check runs: its scripts, the sweep and index commands, the GPU-only tests and the Hydra plugins.
 ENTRIES = ["benchmarks/gpu_check.py", "benchmarks/praco_throughput.py", "benchmarks/generator_throughput.py",
+           "benchmarks/geckonum_time.py",
            "src/countboard/commands/sweep.py", "src/countboard/cli.py", "src/countboard/commands/index.py",
            "tests/conftest.py", *CHECK.gpu_test_files(),
            *(str(p.relative_to(ROOT)) for p in (ROOT / "src" / "hydra_plugins").rglob("*.py"))]
@@ -45,7 +46,7 @@ def image_packages() -> set[str]:
 
 
 def _module_file(name: str) -> Path | None:
-    for base in (ROOT / "src", ROOT):
+    for base in (ROOT / "src", ROOT, ROOT / "benchmarks"):  # a script may import a script beside it
         path = base.joinpath(*name.split("."))
         if (path / "__init__.py").is_file():
             return path / "__init__.py"
@@ -78,7 +79,7 @@ def third_party_imports() -> dict[str, set[str]]:
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for module in _imports(path, package):
             top = module.split(".")[0]
-            if top in ("countboard", "tests", "hydra_plugins"):
+            if top in ("countboard", "tests", "hydra_plugins") or (ROOT / "benchmarks" / f"{top}.py").is_file():
                 if (target := _module_file(module)) is not None:
                     todo.append((target, module))
             elif top not in sys.stdlib_module_names and top != "__future__":
@@ -188,13 +189,14 @@ def test_make_gpu_check_runs_every_step_on_the_cpu(tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     result = json.loads((out / "gpu-check.json").read_text())
     assert {p.name for p in out.iterdir()} == {"gpu-check.json", "gpu-check.md", "gpu-check.log", "praco.json",
-                                               "generator.json", "pytest-gpu.xml"}
-    assert set(result["steps"]) == {"pytest -m 'gpu or torchvision'", "praco_throughput", "generator_throughput", "sweep device=cpu",
-                                    "countboard index", "hydra/launcher=local_gpu"}
+                                               "generator.json", "geckonum.json", "pytest-gpu.xml"}
+    assert set(result["steps"]) == {"pytest -m 'gpu or torchvision'", "praco_throughput", "generator_throughput",
+                                    "geckonum_time", "sweep device=cpu", "countboard index",
+                                    "hydra/launcher=local_gpu"}
     status = {t["name"]: t["status"] for t in result["targets"]}
     assert status.pop("every step ran") == "PASS" and status.pop("countboard index of the device sweep's store") == "PASS"
     assert set(status.values()) == {"n/a"}, status
-    assert len(status) == 12 and all("not measured" not in t["figure"] for t in result["targets"])
+    assert len(status) == 13 and all("not measured" not in t["figure"] for t in result["targets"])
     have = image_packages() | {WHEELS.normalize(w.name) for w in WHEELS.read_spec()[0]}
     dists = md.packages_distributions()
     required_by_image = set()  # the image's own packages bring their own dependencies (other versions here)
