@@ -67,7 +67,8 @@ SELECT run_id, value FROM params WHERE key = ? AND run_id IN (SELECT unnest(?::V
 RUNS = f"""
 SELECT r.run_id, r.run_name, r.experiment_id, e.name AS experiment, r.status, r.is_sweep, r.family, r.model,
        r.model_kind, r.dataset, r.split, r.task, r.protocol_label AS protocol, r.start_time, r.end_time,
-       r.parent_run_id, r.config_hash, t.value AS error, nullif(m.value, '') AS {tg.MISSING_METRICS}
+       r.parent_run_id, r.config_hash, t.value AS error, nullif(m.value, '') AS {tg.MISSING_METRICS},
+       count(*) OVER () AS n_matching
 FROM runs r LEFT JOIN experiments e USING (experiment_id)
      LEFT JOIN tags t ON t.run_id = r.run_id AND t.key = '{ERROR}'
      LEFT JOIN tags m ON m.run_id = r.run_id AND m.key = '{tg.MISSING_METRICS}'
@@ -77,8 +78,8 @@ WHERE (? OR NOT r.is_sweep OR r.run_id = ?)
   AND (? IS NULL OR r.status = ?)
   AND (? = '' OR concat_ws(' ', r.run_id, r.run_name, r.model, r.dataset, r.task, r.family, r.protocol_label)
                  ILIKE '%' || ? || '%')
-ORDER BY r.is_sweep DESC, r.start_time DESC NULLS LAST
-LIMIT ?
+ORDER BY r.is_sweep DESC, r.start_time DESC NULLS LAST, r.run_id
+LIMIT ? OFFSET ?
 """
 
 SWEEPS = """

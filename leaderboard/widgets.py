@@ -14,6 +14,9 @@ from countboard.index.ddl import SPREAD_SUFFIX
 from countboard.schema import IntervalInfo, MetricInfo
 
 MISSING = "—"
+#: Rows of a table sent to the browser at once (the ranking tables, the Runs page): at 30,000 runs "All" datasets
+#: sent 1,200 entries (865 kB) in one message; a page control after the table shows the others.
+PAGE_ROWS = 100
 
 SWEEP_HINT = """\
 No finished **{title}** runs in the index `{db}` yet.
@@ -326,10 +329,13 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
                        if c not in frame and c in df and len(df) and pd.notna(df[c].iloc[0]))
     st.caption(f"Ranked by **{sort.display}** ({direction}){how}{f' on {where}' if where else ''}; "
                "↑ higher is better, ↓ lower is better.")
-    shown, config = with_dashes(frame, config, formats)
+    page_key = f"{key or 'ranking'}_page"
+    bounds = page_bounds(len(frame), page_key)
+    shown, config = with_dashes(frame.iloc[bounds[0]:bounds[1]], config, formats)
     # one table as wide as the page: the pinned columns (rank, model, the ranked metric and its interval) stay in
     # view while the others scroll sideways, instead of a second table of the columns that did not fit
     st.dataframe(shown, column_config=config, hide_index=True, key=key, width="stretch")
+    page_control(len(frame), page_key, bounds)
     return frame
 
 
@@ -349,3 +355,25 @@ def with_dashes(frame: pd.DataFrame, config: dict, formats: dict) -> tuple[pd.Da
 def missing(what: str, path: str) -> None:
     """Say which artifact a chart needs when no selected run has it."""
     st.info(f"No {what}: none of the selected runs has the artifact `{path}`.")
+
+
+def page_bounds(n_rows: int, key: str, rows: int | None = None) -> tuple[int, int]:
+    """Rows ``[start, stop)`` of the page that the page control ``key`` shows: the first until another is picked,
+    the last when a filter left fewer pages than the one picked."""
+    rows = rows or PAGE_ROWS
+    n_pages = max(1, -(-n_rows // rows))
+    page = min(max(1, int(st.session_state.get(key) or 1)), n_pages)
+    st.session_state[key] = page  # before the control exists in this run: a page past the end becomes the last
+    return (page - 1) * rows, min(page * rows, n_rows)
+
+
+def page_control(n_rows: int, key: str, bounds: tuple[int, int], rows: int | None = None) -> None:
+    """After a paged table: which rows it shows, and the page to show (only when there is more than one)."""
+    rows = rows or PAGE_ROWS
+    if n_rows <= rows:
+        return
+    n_pages = -(-n_rows // rows)
+    left, right = st.columns([1, 3])
+    left.number_input(f"Page (of {n_pages:,})", min_value=1, max_value=n_pages, step=1, key=key)
+    right.caption(f"Rows {bounds[0] + 1:,}–{bounds[1]:,} of {n_rows:,}, {rows} a page, in the order above; "
+                  "sorting by a column header sorts this page.")

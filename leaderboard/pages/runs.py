@@ -13,8 +13,8 @@ import widgets
 from countboard.protocol import DEFAULT_LABEL
 from countboard.tracking.tags import MISSING_METRICS
 
-MAX_ROWS = 2000
 ALL = "All"
+PAGE_KEY = "runs_page"
 
 
 def compare(runs: pd.DataFrame) -> None:
@@ -75,6 +75,22 @@ def filters(facets: pd.DataFrame) -> tuple:
     return text, none(sweep), none(family), none(status), show_sweeps
 
 
+def page_of_runs(params: tuple) -> tuple[pd.DataFrame, int, tuple[int, int]]:
+    """The runs of the picked page (``widgets.PAGE_ROWS`` a page, in the query's order, read with LIMIT/OFFSET:
+    the index sends only those), how many runs match the filters, and the page's row bounds."""
+    rows = widgets.PAGE_ROWS
+    page = max(1, int(st.session_state.get(PAGE_KEY) or 1))
+    runs = data.query(queries.RUNS, (*params, rows, (page - 1) * rows))
+    if runs.empty and page > 1:  # a filter left fewer pages than the one picked: show the last
+        first = data.query(queries.RUNS, (*params, 1, 0))
+        n = int(first["n_matching"].iloc[0]) if not first.empty else 0
+        st.session_state[PAGE_KEY] = max(1, -(-n // rows))
+        return page_of_runs(params)
+    n_matching = int(runs["n_matching"].iloc[0]) if not runs.empty else 0
+    bounds = widgets.page_bounds(n_matching, PAGE_KEY)
+    return runs, n_matching, bounds
+
+
 def main() -> None:
     st.title("Runs")
     if widgets.index_unusable():
@@ -85,13 +101,12 @@ def main() -> None:
                             "-m model=<model_a>,<model_b> dataset=<dataset> task=<task>")
         return
     text, sweep, family, status, show_sweeps = filters(facets)
-    params = (show_sweeps, sweep, sweep, sweep, sweep, family, family, status, status, text, text, MAX_ROWS)
-    runs = data.query(queries.RUNS, params)
+    runs, n_matching, bounds = page_of_runs((show_sweeps, sweep, sweep, sweep, sweep, family, family, status, status,
+                                             text, text))
     runs.insert(0, "link", [data.run_url(e, r) for e, r in zip(runs.experiment_id, runs.run_id, strict=True)])
     runs["run_name"] = [display_name(r.run_id, r.run_name, r.protocol, with_id=False) for r in runs.itertuples()]
     ui, why = data.mlflow_ui()
-    st.caption(f"{len(runs)} runs" + (f" (first {MAX_ROWS})" if len(runs) == MAX_ROWS else "") +
-               f"; links open the MLflow UI at {ui} ({why}). Select rows to compare them.")
+    st.caption(f"{n_matching:,} runs; links open the MLflow UI at {ui} ({why}). Select rows to compare them.")
     if not data.mlflow_ui_answers(ui):
         st.warning(f"No MLflow UI answers at {ui}: start it with `countboard mlflow-ui` (the links follow the "
                    "address it serves), or give its address with `countboard leaderboard --mlflow-ui URL`.")
@@ -99,11 +114,13 @@ def main() -> None:
         st.info("No runs match this search.")
         return
     text = {"error": object, MISSING_METRICS: object}  # a missing value shows as an empty cell, not "None"
-    shown = widgets.dashes(runs.drop(columns=["experiment_id"]).astype(text).fillna(dict.fromkeys(text, "")))
+    shown = widgets.dashes(runs.drop(columns=["experiment_id", "n_matching"]).astype(text)
+                           .fillna(dict.fromkeys(text, "")))
     event = st.dataframe(shown, hide_index=True, key="runs_table", on_select="rerun", selection_mode="multi-row",
                          column_config={"link": st.column_config.LinkColumn("MLflow", display_text="open run",
                                                                             pinned=True),
                                         "run_name": st.column_config.TextColumn("run", pinned=True)})
+    widgets.page_control(n_matching, PAGE_KEY, bounds)
     picked = runs.iloc[list(event.selection.rows)] if event and event.selection.rows else runs.iloc[:0]
     if len(picked) >= 2:
         compare(picked)

@@ -270,3 +270,49 @@ def test_a_metric_a_run_could_not_compute_is_shown_with_its_reason(monkeypatch, 
     runs = open_page(monkeypatch, tmp_path / "index.duckdb", "pages/runs.py")
     table = runs.dataframe[0].value
     assert set(table["missing_metrics"]) == {"", "nmn: undefined (NaN) on the 4 units that succeeded"}
+
+
+def test_the_runs_page_sends_one_page_of_runs_and_pages_through_all(monkeypatch, filled_index):
+    """Issue 33: at 30,000 runs the page sent 2,000 rows at once. A page of ``widgets.PAGE_ROWS`` runs (LIMIT /
+    OFFSET in the index), a page control after the table, every run on exactly one page, in the same order."""
+    import widgets
+
+    _, db = filled_index
+    everything = open_page(monkeypatch, db, "pages/runs.py").dataframe[0].value
+    assert len(everything) > 7, "the fixture has too few runs to page"
+    monkeypatch.setattr(widgets, "PAGE_ROWS", 3)
+    at = open_page(monkeypatch, db, "pages/runs.py")
+    pages = -(-len(everything) // 3)
+    control = at.number_input(key="runs_page")
+    assert control.max == pages and control.value == 1
+    seen = []
+    for page in range(1, pages + 1):
+        at.number_input(key="runs_page").set_value(page).run()
+        table = at.dataframe[0].value
+        assert len(table) == (3 if page < pages else len(everything) - 3 * (pages - 1))
+        seen += list(table.run_id)
+    assert seen == list(everything.run_id)
+    assert f"{len(everything):,} runs" in " ".join(c.value for c in at.caption)
+    # a search that leaves one page takes the page control away and shows its runs from the first
+    model = everything.model.dropna().iloc[0]
+    at.text_input(key="runs_search").set_value(model).run()
+    assert not [n for n in at.number_input if n.key == "runs_page"] or at.number_input(key="runs_page").value == 1
+    assert set(at.dataframe[0].value.model) == {model}
+
+
+@pytest.mark.parametrize(("family", "page"), families_with_pages()[:1])
+def test_a_ranking_longer_than_a_page_is_paged_with_ranks_over_all_entries(monkeypatch, filled_index, family, page):
+    import widgets
+
+    _, db = filled_index
+    whole = family_table(open_page(monkeypatch, db, page, section=family), family)
+    monkeypatch.setattr(widgets, "PAGE_ROWS", 2)
+    at = open_page(monkeypatch, db, page, section=family)
+    assert len(whole) > 2
+    key = next(n.key for n in at.number_input if n.key.endswith("_ranking_page"))
+    parts = []
+    for number in range(1, -(-len(whole) // 2) + 1):
+        at.number_input(key=key).set_value(number).run()
+        parts.append(family_table(at, family))
+    joined = pd.concat(parts, ignore_index=True)
+    assert list(joined.model) == list(whole.model) and list(joined["rank"]) == list(whole["rank"])
