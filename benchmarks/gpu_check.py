@@ -2,7 +2,9 @@
 
 Steps, each in its own process, their output in ``<out>/gpu-check.log``:
 
-1. ``pytest -m gpu``: the GPU-only tests (device parity, pinned copies), report in ``<out>/pytest-gpu.xml``;
+1. ``pytest -m "gpu or torchvision"``: the GPU-only tests (device parity, pinned copies) and those that need
+   torchvision (skipped in the unit suite where it is missing; the GPU image has it), report in
+   ``<out>/pytest-gpu.xml``;
 2. ``praco_throughput.py``: OWLv2-base at 960 px and CLIPSeg at its real size, random weights, fp32 and bf16 (pairs/s,
    the model-only forward on the same batch and their ratio, GPU busy %, peak memory, host time per pair, bf16 counts
    against fp32), rows in ``<out>/praco.json``;
@@ -43,6 +45,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TIME_BUDGET_S = 480  # the whole check on one H100-class GPU
 COUNTERS = ("owlv2", "clipseg")
+#: The tests of step 1: the GPU-only ones and those that need torchvision (in the GPU image, not the base install).
+GPU_MARKERS = "gpu or torchvision"
+GPU_TESTS = f"pytest -m '{GPU_MARKERS}'"
 
 
 @dataclass
@@ -120,16 +125,16 @@ class Check:
     # --- 1. the GPU-only tests -----------------------------------------------------------------------------------
     def gpu_tests(self) -> None:
         report = self.out / "pytest-gpu.xml"
-        rc = self.run("pytest -m gpu", ["-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "gpu",
+        rc = self.run(GPU_TESTS, ["-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", GPU_MARKERS,
                                         f"--junitxml={report}", *gpu_test_files()], timeout=240)
         counts = junit_counts(report) if report.is_file() else None
         if counts is None:
-            self.target("GPU-only tests (pytest -m gpu)", f"no report (exit {rc})", "all pass, none skipped", False,
+            self.target(f"GPU-only tests ({GPU_TESTS})", f"no report (exit {rc})", "all pass, none skipped", False,
                         True)
             return
         figure = f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
         ok = rc == 0 and counts["failed"] == 0 and counts["skipped"] == 0 and counts["passed"] > 0
-        self.target("GPU-only tests (pytest -m gpu)", figure, "all pass, none skipped", ok, self.gpu)
+        self.target(f"GPU-only tests ({GPU_TESTS})", figure, "all pass, none skipped", ok, self.gpu)
 
     # --- 2. counters' throughput --------------------------------------------------------------------------------
     def praco(self) -> None:
@@ -273,10 +278,11 @@ class Check:
 
 
 def gpu_test_files() -> list[str]:
-    """The test files that mark tests ``gpu`` (``pytest.mark.gpu``), so that only they are collected: collecting
-    the whole suite imports what only other tests need (streamlit, pymc), which the GPU machine lacks."""
+    """The test files that mark tests ``gpu`` or ``torchvision`` (``pytest.mark.gpu``, ``pytest.mark.torchvision``),
+    so that only they are collected: collecting the whole suite imports what only other tests need (streamlit, pymc),
+    which the GPU machine lacks."""
     return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
-                  if "mark.gpu" in p.read_text(encoding="utf-8"))
+                  if any(f"mark.{m}" in p.read_text(encoding="utf-8") for m in ("gpu", "torchvision")))
 
 
 def junit_counts(report: Path) -> dict[str, int] | None:

@@ -189,7 +189,7 @@ def test_make_gpu_check_runs_every_step_on_the_cpu(tmp_path):
     result = json.loads((out / "gpu-check.json").read_text())
     assert {p.name for p in out.iterdir()} == {"gpu-check.json", "gpu-check.md", "gpu-check.log", "praco.json",
                                                "generator.json", "pytest-gpu.xml"}
-    assert set(result["steps"]) == {"pytest -m gpu", "praco_throughput", "generator_throughput", "sweep device=cpu",
+    assert set(result["steps"]) == {CHECK.GPU_TESTS, "praco_throughput", "generator_throughput", "sweep device=cpu",
                                     "countboard index", "hydra/launcher=local_gpu"}
     status = {t["name"]: t["status"] for t in result["targets"]}
     assert status.pop("every step ran") == "PASS" and status.pop("countboard index of the device sweep's store") == "PASS"

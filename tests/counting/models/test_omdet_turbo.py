@@ -120,6 +120,7 @@ def test_a_checkpoint_of_another_detector_is_refused_in_one_line(tiny_owlv2_dir)
         OmDetTurboCounter(model_id=str(tiny_owlv2_dir))
 
 
+@pytest.mark.torchvision
 @pytest.mark.skipif(importlib.util.find_spec("torchvision") is None,
                     reason="OmDetTurboProcessor needs torchvision (not installed: a CUDA build, kept out of the base "
                            "install); runs where it is importable")
