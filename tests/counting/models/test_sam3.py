@@ -1,7 +1,8 @@
 """SAM 3's adapter on the model's real output structures (``Sam3VisionEncoderOutput``,
 ``Sam3ImageSegmentationOutput``) filled with forced tensors: batching, the query x presence score, the strict
 threshold, the box centres. transformers' Sam3 image processor and model need torchvision (not a base
-dependency), so the model itself is not built here."""
+dependency): the tests marked ``torchvision`` build a tiny random SAM 3 and compare the adapter with the real
+processor's pixels and post-processing where it is importable (``make gpu-check``), and skip without it."""
 
 import importlib.util
 
@@ -12,7 +13,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.models.sam3.modeling_sam3 import Sam3ImageSegmentationOutput, Sam3VisionEncoderOutput
 
 from countboard.counting.models import sam3 as sam3_module
-from countboard.counting.models.sam3 import Sam3Counter, instance_scores, pixel_boxes
+from countboard.counting.models.sam3 import Sam3Counter, instance_scores, pixel_boxes, sam3_pixel_values
 from countboard.errors import ConfigError
 from tests.fixtures.tiny_models import tiny_clip_tokenizer
 
@@ -145,3 +146,47 @@ def test_reduce_maps_reads_the_density_maps_sums(counter, make_items):
     assert [[float(a), float(b)] for a, b in reduced] == [[float(m.sum()), float(m[:, : m.shape[1] // 2].sum())]
                                                           for m in maps]
     assert sum(float(a) for a, _ in reduced) == 6.0
+
+
+def test_pixels_are_the_image_processors_own(counter, make_items):
+    # ViTImageProcessor is a PIL backend without torchvision and a torchvision one with it: both are reproduced
+    images = [it.image for it in make_items(2, seed=57)]
+    processor = counter.processor.image_processor
+    assert torch.equal(sam3_pixel_values(images, processor, "cpu"),
+                       processor(images=images, return_tensors="pt")["pixel_values"])
+
+
+@pytest.fixture(scope="module")
+def real_counter(tmp_path_factory):
+    from tests.fixtures.tiny_models import build_tiny_sam3
+
+    return Sam3Counter(model_id=str(build_tiny_sam3(tmp_path_factory.mktemp("tiny_sam3"))), prompt_batch_size=2)
+
+
+@pytest.mark.torchvision
+@pytest.mark.skipif(not HAS_TORCHVISION, reason="Sam3Processor and Sam3Model need torchvision (not installed: a CUDA "
+                    "build, kept out of the base install); runs where it is importable (make gpu-check)")
+def test_real_sam3_pixels_counts_and_boxes_equal_the_processors(real_counter, make_items):
+    processor = real_counter.processor
+    for item in make_items(2, seed=58):  # upscaled to 224 px: PIL's resize would differ by rounding here
+        feats = real_counter.encode_images([item])
+        for prompt in ["red circles", "squares"]:
+            inputs = processor(images=item.image, text=prompt, return_tensors="pt")
+            assert torch.equal(inputs["pixel_values"], sam3_pixel_values([item.image], processor.image_processor, "cpu"))
+            with torch.no_grad():
+                out = real_counter.model(**inputs)
+            scores = instance_scores(out.pred_logits, out.presence_logits)[0]
+            sizes = inputs["original_sizes"].tolist()
+            # the random model's scores sit near 0.25: thresholds at its median and below its minimum
+            for threshold in (float(scores.median()), float(scores.min()) - 1e-6):
+                real_counter.score_threshold = threshold
+                seg = processor.post_process_instance_segmentation(out, threshold=threshold, target_sizes=sizes)[0]
+                det = processor.post_process_object_detection(out, threshold=threshold, target_sizes=sizes)[0]
+                ((boxes, kept),) = real_counter.detect(feats, [prompt])
+                assert len(kept) == len(seg["scores"]) == len(det["scores"]) > 0
+                np.testing.assert_allclose(np.sort(kept), np.sort(det["scores"].numpy()), rtol=1e-5)
+                x0, y0, x1, y1 = det["boxes"].numpy().astype(np.float64).T  # the processor's (x0, y0, x1, y1)
+                np.testing.assert_allclose(np.sort(boxes[:, 1]), np.sort(x0), atol=1e-3)
+                np.testing.assert_allclose(np.sort(boxes[:, 2]), np.sort(y1), atol=1e-3)
+                assert real_counter.count([item], [prompt])[0] == len(det["scores"])
+

@@ -4,7 +4,8 @@ not a base dependency: these tests skip without it, and ``make gpu-check`` runs 
 A tiny random ``Sam3Model`` (the sizes of transformers' own model tests) with its real ``Sam3Processor`` is saved to a
 folder and loaded by the counter as a checkpoint would be: its counts equal those of the processor and the model's own
 full forward (instance score = query sigmoid x presence sigmoid, strictly above the threshold, box centre in the
-image), and a real sweep over the negative-label and mosaic tests finishes with counts and maps.
+image). The sweep over the negative-label and mosaic tests is in ``test_new_counters_sweep.py``, the pixels and the
+processor's post-processing in ``test_sam3.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import run_sweep, store_runs
+from tests.fixtures.tiny_models import build_tiny_sam3
 
 
 def _torchvision_usable() -> bool:
@@ -28,53 +29,6 @@ pytestmark = [pytest.mark.torchvision,
               pytest.mark.skipif(not _torchvision_usable(), reason="SAM 3 needs torchvision (not importable here)")]
 
 PROMPTS = ["red circle", "blue square", "green triangle", "apples"]
-
-
-def build_tiny_sam3(folder):
-    """A tiny random SAM 3 and its processor (the torchvision image processor at 224 px, the tests' byte-level CLIP
-    tokenizer) saved under ``folder``."""
-    import transformers
-    from transformers import Sam3Config, Sam3Model, Sam3Processor
-    from transformers.models.sam3.configuration_sam3 import (
-        Sam3DETRDecoderConfig,
-        Sam3DETREncoderConfig,
-        Sam3GeometryEncoderConfig,
-        Sam3MaskDecoderConfig,
-        Sam3VisionConfig,
-        Sam3ViTConfig,
-    )
-
-    from tests.fixtures.tiny_models import tiny_clip_tokenizer
-
-    tok = tiny_clip_tokenizer()
-    small = dict(num_attention_heads=4, intermediate_size=64)
-    backbone = Sam3ViTConfig(hidden_size=32, num_hidden_layers=2, image_size=224, patch_size=14, window_size=8,
-                             global_attn_indexes=[0, 1], **small)
-    config = Sam3Config(
-        vision_config=Sam3VisionConfig(backbone_config=backbone, fpn_hidden_size=32, scale_factors=[2.0, 1.0]),
-        text_config={"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 64, "projection_dim": 32,
-                     "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 32,
-                     "hidden_act": "gelu", "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id,
-                     "pad_token_id": tok.pad_token_id},
-        geometry_encoder_config=Sam3GeometryEncoderConfig(hidden_size=32, num_layers=1, **small),
-        detr_encoder_config=Sam3DETREncoderConfig(hidden_size=32, num_layers=1, **small),
-        detr_decoder_config=Sam3DETRDecoderConfig(hidden_size=32, num_layers=1, num_queries=5, **small),
-        mask_decoder_config=Sam3MaskDecoderConfig(hidden_size=32, num_upsampling_stages=2))
-    torch.manual_seed(0)
-    model = Sam3Model(config).eval()
-    with torch.no_grad():  # spread the random scores (all near 0.25 as initialised) as a trained model's are spread
-        for name, param in model.dot_product_scoring.named_parameters():
-            if name.endswith(("text_proj.weight", "query_proj.weight")):
-                param.mul_(6.0)
-    model.save_pretrained(folder)
-    image_cls = getattr(transformers, "Sam3ImageProcessor", None) or transformers.Sam3ImageProcessorFast
-    Sam3Processor(image_processor=image_cls(size={"height": 224, "width": 224}), tokenizer=tok).save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def tiny_sam3_dir(tmp_path_factory):
-    return build_tiny_sam3(tmp_path_factory.mktemp("tiny_sam3"))
 
 
 def _reference_scores(model_dir, items, device):
@@ -105,6 +59,11 @@ def _threshold_in_a_gap(rows) -> float:
     return float((mid[k] + mid[k + 1]) / 2)
 
 
+@pytest.fixture(scope="module")
+def tiny_sam3_dir(tmp_path_factory):
+    return build_tiny_sam3(tmp_path_factory.mktemp("tiny_sam3"))
+
+
 def test_counts_equal_the_processor_and_the_full_forward(tiny_sam3_dir, make_items):
     from countboard.counting.models.sam3 import Sam3Counter
 
@@ -121,23 +80,3 @@ def test_counts_equal_the_processor_and_the_full_forward(tiny_sam3_dir, make_ite
     np.testing.assert_array_equal(got, want)
     maps = counter.density(*pairs)
     np.testing.assert_allclose([float(m.sum()) for m in maps], want, atol=1e-4)
-
-
-@pytest.mark.slow
-def test_a_sweep_of_the_negative_and_mosaic_tests_finishes_with_counts_and_maps(tiny_sam3_dir, tmp_path):
-    import pandas as pd
-
-    from tests.counting.models.test_new_counters_sweep import SMALL
-
-    run_sweep(["-m", "model=sam3", f"model.model_id={tiny_sam3_dir}", "model.score_threshold=0.2",
-               "task=praco_negative,praco_mosaic", *SMALL], tmp_path)
-    store = tmp_path / "mlruns"
-    runs = store_runs(store)
-    cells = runs[runs["tags.countboard.role"] == "cell"].set_index("tags.task")
-    assert sorted(cells.index) == ["praco_mosaic", "praco_negative"] and set(cells["status"]) == {"FINISHED"}
-    neg, mos = cells.loc["praco_negative"], cells.loc["praco_mosaic"]
-    assert not np.isnan(neg["metrics.mae"]) and neg["metrics.n_images"] == 8 and mos["metrics.n_samples"] > 0
-    counts = pd.read_parquet(next(store.glob(f"artifacts/*/{neg['run_id']}/artifacts")) / "tables" /
-                             "negative_counts.parquet")
-    assert counts.shape[0] == 8
-    assert list(next(store.glob(f"artifacts/*/{mos['run_id']}/artifacts")).glob("figures/mosaic_*.png"))

@@ -12,9 +12,9 @@ the DETR encoder, decoder and scoring for all prompts of an image in one batch o
 ``vision_embeds`` input, broadcast to the batch). Each prompt's text features are computed once (the processor
 pads every prompt to 32 tokens) and cached. The mask decoder still runs inside the forward; its masks are not read.
 
-Pixels are made by ``preprocess.vit_pixel_values`` (PIL's bilinear resize on the device where the processor's
-settings allow it, else the processor itself); the processor's torchvision backend resizes with torchvision's
-antialiased bilinear filter, which may differ from PIL's by rounding (not measured here: no torchvision).
+Pixels are the image processor's own (:func:`sam3_pixel_values`): ``Sam3ImageProcessor`` is a torchvision backend
+whose antialiased bilinear resize differs from PIL's by up to two grey levels on upscaled images (measured on the
+tiny model of the tests), so it is called as it is, on the CPU, and its pixels moved to the device.
 
 SAM 3's image processor and model need torchvision (a CUDA build where there is a GPU, kept out of the base
 install): ``pip install 'countboard[sam3]'`` (``preflight`` says so in one line before any run is created).
@@ -49,6 +49,14 @@ def torchvision_missing_message() -> str | None:
     return ("model=sam3 needs torchvision (transformers' Sam3 image processor and model import it), which is not "
             "installed: pip install 'countboard[sam3]', or the torchvision build matching your torch (a CUDA build "
             "on a GPU machine)")
+
+
+def sam3_pixel_values(images, image_processor, device: str) -> torch.Tensor:
+    """``pixel_values`` on ``device`` exactly as ``image_processor`` makes them: a torchvision-backend processor
+    (SAM 3's) is called itself; a PIL-style ViT processor goes through ``vit_pixel_values`` (bit for bit the same)."""
+    if any(cls.__name__ == "TorchvisionBackend" for cls in type(image_processor).__mro__):
+        return image_processor(images=list(images), return_tensors="pt")["pixel_values"].to(device)
+    return vit_pixel_values(images, image_processor, device)
 
 
 @dataclass
@@ -159,14 +167,13 @@ class Sam3Counter(DetectionDecoding, Counter):
 
     @torch.inference_mode()
     def encode_images(self, items: Sequence[ImageItem]) -> list[Sam3ImageFeatures]:
-        """Pixels (``vit_pixel_values``: on the device where it reproduces the processor, else the processor), then
-        the vision encoder once per image."""
+        """Pixels (:func:`sam3_pixel_values`: the processor's own), then the vision encoder once per image."""
         from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
 
         feats: list[Sam3ImageFeatures] = []
         for start in range(0, len(items), self.image_batch_size):
             batch = items[start:start + self.image_batch_size]
-            pixels = vit_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
+            pixels = sam3_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
             vision = self.model.get_vision_features(pixel_values=pixels)
             for k, it in enumerate(batch):
                 one = Sam3VisionEncoderOutput(
