@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import logging
 import os
@@ -65,9 +66,9 @@ FIRST_TARGET, IDLE_TARGET, INTERACTION_BEYOND_S = 1.2, 1.5, 0.5
 # page -> url path (and query)
 PAGES = {"overview": "", "counters": "counters", "numeracy": "numeracy", "acs": "acs", "grounding": "grounding",
          "runs": "runs", "annotate": "annotate"}
-APPTEST_PAGES = {"overview": "pages/overview.py", "counters": "pages/counters.py", "numeracy": "pages/numeracy.py",
-                 "acs": "pages/acs.py", "grounding": "pages/grounding.py", "runs": "pages/runs.py",
-                 "annotate": "pages/annotate.py"}
+APPTEST_PAGES = {"overview": "views/overview.py", "counters": "views/counters.py", "numeracy": "views/numeracy.py",
+                 "acs": "views/acs.py", "grounding": "views/grounding.py", "runs": "views/runs.py",
+                 "annotate": "views/annotate.py"}
 INTERACTION = ("counters", "f_counters_sort")  # page, widget key of the select box
 MINIMAL_KEY = "minimal_metric"
 MINIMAL = f'''"""One table and one Plotly chart: the floor a Streamlit page stands on."""
@@ -94,8 +95,10 @@ PROBE = """(() => {
     const now = performance.now();
     S.last = now;
     // the script running, or elements whose component code has not loaded yet (drawn as skeletons)
+    // (or a figure's place held until the page's first table is drawn: the figure is on its way)
     S.running = !!document.querySelector('[data-testid="stStatusWidgetRunningIcon"], '
-      + '[data-testid="stStatusWidgetRunningManIcon"], [data-testid="stSkeleton"], [data-testid="stAppSkeleton"]');
+      + '[data-testid="stStatusWidgetRunningManIcon"], [data-testid="stSkeleton"], [data-testid="stAppSkeleton"], '
+      + '[class*="_after_first_table"]');
     if (S.first === null && document.querySelector(FIRST)) S.first = now;
     if (S.fallback === undefined && document.querySelector(FALLBACK)) S.fallback = now;
   };
@@ -336,12 +339,17 @@ async def profile_page(page: Chromium, url: str) -> dict:
     t0 = nav["timestamp"] if nav else frames[0]["timestamp"] if frames else 0.0
     sizes = [len(f["response"]["payloadData"]) * (3 / 4 if f["response"]["opcode"] == 2 else 1) for f in frames]
     ws_times = [f["timestamp"] - t0 for f in frames]
+    # the first message carrying a table (Arrow data with its pandas metadata), i.e. when the server sent the grid's rows
+    tables = [t for f, t in zip(frames, ws_times, strict=True) if f["response"]["opcode"] == 2
+              and b"index_columns" in base64.b64decode(f["response"]["payloadData"])]
     # the trace's clock is the monotonic clock of the Network domain's timestamps, in microseconds
     first = s["first"] if s.get("first") is not None else s["fallback"]
     summary = _summarise_trace(events, t0 * 1e6, t0 * 1e6 + first * 1000, t0 * 1e6 + s["last"] * 1000)
     return {"first": first / 1000, "idle": s["last"] / 1000,
             "ws_messages": len(frames), "ws_kb": sum(sizes) / 1024, "ws_max_kb": max(sizes, default=0) / 1024,
             "ws_first": min(ws_times, default=float("nan")), "ws_last": max(ws_times, default=float("nan")),
+            "ws_table": min(tables, default=float("nan")),
+            "ws_before_table": sum(t < min(tables, default=float("inf")) for t in ws_times),
             **content, **summary}
 
 
@@ -363,7 +371,7 @@ def print_profile(prof: dict[str, dict]) -> None:
         js = ", ".join(f"{k} {v:.2f}" for k, v in p["js"].items())
         js += "; up to the first chart: " + ", ".join(f"{k} {v:.2f}" for k, v in p.get("js_first", {}).items())
         print(f"{name:<11}{p['first']:6.2f}{p['idle']:6.2f}{p['ws_messages']:8d}{p['ws_kb']:7.0f}{p['ws_max_kb']:7.0f}"
-              f"{p['ws_last']:8.2f}{p['cpu_first']:8.2f}{p['cpu']:6.2f}{p['busy']:6.2f}{p['layout']:7.2f}"
+              f"{p['ws_last']:8.2f}{p['ws_table']:9.2f}{p['ws_before_table']:7d}{p['cpu_first']:8.2f}{p['cpu']:6.2f}{p['busy']:6.2f}{p['layout']:7.2f}"
               f"{p['nodes']:6d}{p['charts']:7d}{p['traces']:7d}{p['points']:7d}  {js}")
 
 

@@ -36,13 +36,13 @@ FIRST_TARGET, INTERACTION_TARGET = 1.5, 0.5
 DATASETS = tuple(f"data_{i}" for i in range(5))
 # page -> (query params, widget kind, widget key, new value or None for the second option)
 INTERACTIONS = {
-    "pages/overview.py": ({}, None, None, None),
-    "pages/counters.py": ({}, "selectbox", "f_counters_sort", "nmn"),
-    "pages/numeracy.py": ({"section": "generator_autoeval"}, "selectbox", "f_generator_autoeval_dataset", None),
-    "pages/acs.py": ({}, "selectbox", "f_acs_sort", "acs_mc_mean"),
-    "pages/grounding.py": ({}, "selectbox", "f_grounding_sort", "wdp"),
-    "pages/runs.py": ({}, "text_input", "runs_search", "model_1"),
-    "pages/annotate.py": ({}, None, None, None),
+    "views/overview.py": ({}, None, None, None),
+    "views/counters.py": ({}, "selectbox", "f_counters_sort", "nmn"),
+    "views/numeracy.py": ({"section": "generator_autoeval"}, "selectbox", "f_generator_autoeval_dataset", None),
+    "views/acs.py": ({}, "selectbox", "f_acs_sort", "acs_mc_mean"),
+    "views/grounding.py": ({}, "selectbox", "f_grounding_sort", "wdp"),
+    "views/runs.py": ({}, "text_input", "runs_search", "model_1"),
+    "views/annotate.py": ({}, None, None, None),
 }
 
 
@@ -114,7 +114,7 @@ def main() -> None:
     for page in INTERACTIONS:
         first, worst, click = time_page(page, args.repeats)
         click_s = f"{click:17.3f}{click / INTERACTION_TARGET:8.2f}" if click is not None else f"{'—':>17}{'':>8}"
-        print(f"{page.removeprefix('pages/'):<22}{first:10.3f}{first / FIRST_TARGET:8.2f}{worst:10.3f}{click_s}",
+        print(f"{page.removeprefix('views/'):<22}{first:10.3f}{first / FIRST_TARGET:8.2f}{worst:10.3f}{click_s}",
               flush=True)
 
 

@@ -44,9 +44,10 @@ PAGES = {"overview": None, "counters": 'a[href*="section=counters"]',
 ASSISTANT_SEEN = ("try { localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
                   " localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false') } catch (e) {}")
 CHARTS = ("counters",)  # pages pictured twice: at the top, and at their first Plotly chart
-# drawn: a table's cells (or the Overview's family links, or any text for the Annotate page), no script running
+# drawn: a table's cells (or the Overview's family links, or any text for the Annotate page), no script running and
+# no figure still waiting for the first table (``widgets.after_first_table``)
 DRAWN = """(name) => {
-  if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
+  if (document.querySelector('[data-testid="stStatusWidget"], [class*="_after_first_table"]')) return false;
   if (document.querySelector('[data-testid="stException"]')) return true;
   if (name === 'overview') return document.querySelectorAll('[data-testid="stPageLink"]').length > 0;
   if (name === 'annotate') return document.body.innerText.length > 200;

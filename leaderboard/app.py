@@ -1,6 +1,6 @@
 """Countboard leaderboard: ``countboard leaderboard`` (or ``streamlit run leaderboard/app.py -- --db index.duckdb``).
 
-``st.navigation`` over the modules of ``pages/`` (one per page, each a ``main()``): the Overview, one page per
+``st.navigation`` over the modules of ``views/`` (one per page, each a ``main()``; not ``pages/``, which Streamlit would also serve on its own: a page opened by its address ran without this file): the Overview, one page per
 schema ``page`` key (families whose ``page`` names it), the runs and the annotation page. Every page reads the
 DuckDB index read-only through ``data``; nothing connects at import time. Streamlit puts this file's folder on
 ``sys.path``, so the pages import the shared modules (``data``, ``widgets``…) by name.
@@ -13,15 +13,16 @@ from pathlib import Path
 import streamlit as st
 
 import data
+import widgets
+from countboard.paths import LEADERBOARD_PAGES
 from countboard.schema import load_schema
 
 _HERE = Path(__file__).resolve().parent
 
-# (module under pages/, url path); a family page's title comes from the schema. No icons: Streamlit fetches
-# ":material/…:" icons from fonts.gstatic.com, emoji need an emoji font, and the app requests nothing outside its
-# own server.
-PAGES = (("overview", ""), ("counters", "counters"), ("numeracy", "numeracy"), ("acs", "acs"),
-         ("grounding", "grounding"), ("runs", "runs"), ("annotate", "annotate"))
+# (module under views/, url path), shared with the server that serves them (``leaderboard_serve``). No icons:
+# Streamlit fetches ":material/…:" icons from fonts.gstatic.com, emoji need an emoji font, and the app requests
+# nothing outside its own server.
+PAGES = LEADERBOARD_PAGES
 FIXED_TITLES = {"overview": "Overview", "runs": "Runs", "annotate": "Annotate",
                 "numeracy": "Text-to-image numeracy"}
 
@@ -33,7 +34,7 @@ def page_title(page: str) -> str:
 
 
 def page_file(module: str) -> str:
-    return str(_HERE / "pages" / f"{module}.py")
+    return str(_HERE / "views" / f"{module}.py")
 
 
 def main() -> None:
@@ -44,6 +45,7 @@ def main() -> None:
     nav = st.navigation(pages)
     st.sidebar.caption(f"Index: `{data.db_path()}`")
     nav.run()
+    widgets.report_first_table()  # outside the pages' fragments: its report reruns the whole page
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 control that follows the ``?section=`` query parameter), each with its filters, ranking and declared figures.
 
 The figures sit in tabs below the ranking, one figure per tab, and only the open tab's figure is computed and sent
-(the first, the ranked metric with its interval, unless another tab was picked): a browser spends most of a page's
-time drawing Plotly charts, and a page that sends one chart shows its ranking as soon as a page with one table and
-one chart does (``benchmarks/leaderboard_browser.py``)."""
+(the first, the ranked metric with its interval, unless another tab was picked). What reaches the browser first is
+the ranking table: the section sends it before its filters and metric picker (drawn above it), and the first time a
+session opens a page its figure is sent once the browser reports the table drawn (``widgets.table_on_screen``), so
+that Plotly's code never runs before the grid's first draw (``benchmarks/leaderboard_browser.py``)."""
 
 from __future__ import annotations
 
@@ -65,17 +66,24 @@ def render_page(page: str, title: str | None = None) -> None:
         st.title(title or page)
         st.info(f"No family in countboard/schema/*.yaml has `page: {page}`; declare one to fill this page.")
         return
-    key = fams[0].key
-    if len(fams) > 1:
-        st.title(title or page.replace("_", " ").capitalize())
-        keys = [f.key for f in fams]
-        wanted = st.query_params.get(SECTION_PARAM)
-        if f"{page}_section" not in st.session_state and wanted in keys:
-            st.session_state[f"{page}_section"] = wanted
-        key = st.segmented_control("Section", keys, format_func=data.family_title, key=f"{page}_section",
-                                   default=keys[0]) or keys[0]
+    if len(fams) == 1:
+        family_section(fams[0].key)
+        return
+    st.title(title or page.replace("_", " ").capitalize())
+    keys = [f.key for f in fams]
+    wanted = st.query_params.get(SECTION_PARAM)
+    if f"{page}_section" not in st.session_state and wanted in keys:
+        st.session_state[f"{page}_section"] = wanted
+
+    def picker(ui) -> str:
+        return ui.segmented_control("Section", keys, format_func=data.family_title, key=f"{page}_section",
+                                    default=keys[0]) or keys[0]
+
+    def section(key: str) -> None:
         st.query_params[SECTION_PARAM] = key
-    family_section(key, heading=len(fams) > 1)
+        family_section(key, heading=True)
+
+    widgets.controls_then(picker, section)  # the section's table is sent before the control drawn above it
 
 
 @st.fragment
@@ -90,8 +98,19 @@ def family_section(family: str, heading: bool = False) -> None:
         widgets.empty_state(family)
         return
     prefix = f"f_{family}"
-    filters = widgets.filters(family, prefix)
-    sort, shown = widgets.metric_picker(family, metrics, prefix)
+
+    def controls(ui):
+        return widgets.filters(family, prefix, ui), widgets.metric_picker(family, metrics, prefix, ui)
+
+    # the table is sent before the filters and the metric picker (drawn above it): the browser draws it first
+    widgets.controls_then(controls, lambda values: ranking_and_figures(fam, family, metrics, prefix, *values),
+                          fragment=True)
+
+
+def ranking_and_figures(fam, family: str, metrics, prefix: str, filters, picked) -> None:
+    """The ranking of ``family``'s entries that pass ``filters`` by the metric ``picked`` (with the columns
+    picked), the metrics some entries could not compute, and the family's figures in tabs."""
+    sort, shown = picked
     interval = data.interval_of(sort, metrics)
     bounds = [interval.low, interval.high, *([interval.count] if interval.count else [])] if interval else []
     columns = list(dict.fromkeys([m.key for m in shown] + bounds + _figure_keys(fam)))
@@ -146,6 +165,8 @@ def draw_figures(ctx: sections.Ctx, figs) -> None:
         tab = tabs[TAB.get(fig.kind, fig.kind)]
         if tab.open:
             with tab:
+                if not widgets.after_first_table(f"{ctx.prefix}_figure", "the figure"):
+                    return
                 DRAW[fig.kind](ctx, fig)
 
 

@@ -18,6 +18,26 @@ MISSING = "—"
 #: sent 1,200 entries (865 kB) in one message; a page control after the table shows the others.
 PAGE_ROWS = 100
 
+#: Session-state key, set once the session's browser has drawn a ranking table (``table_on_screen``).
+TABLE_DRAWN = "table_on_screen"
+# Reports, once, that a table's grid is drawn in the page (or that 3 s have passed: a page whose table is hidden
+# still gets its figures). No HTML, no request: it only reads the page's DOM.
+_TABLE_DRAWN_JS = """
+export default function ({ setStateValue }) {
+  const start = performance.now();
+  const check = () => {
+    if (document.querySelector('[data-testid="stMain"] [data-testid="stDataFrame"] canvas')
+        || performance.now() - start > 3000) {
+      requestAnimationFrame(() => setStateValue("drawn", true));
+    } else {
+      requestAnimationFrame(check);
+    }
+  };
+  requestAnimationFrame(check);
+}
+"""
+_table_drawn = st.components.v2.component("countboard_table_drawn", js=_TABLE_DRAWN_JS)
+
 SWEEP_HINT = """\
 No finished **{title}** runs in the index `{db}` yet.
 
@@ -65,6 +85,44 @@ def run_picker(runs: pd.DataFrame, unit: str, default_n: int, key: str) -> tuple
     return run_id, annot, n
 
 
+#: End of the key of the container that holds a figure's or a second table's place until the session's first
+#: table is on screen (its class, ``st-key-…_after_first_table``, tells a browser test or benchmark that the page
+#: is still being drawn).
+PENDING = "after_first_table"
+_WAITING = "first_table_waiting"
+
+
+def after_first_table(key: str, what: str) -> bool:
+    """True once this session's browser has drawn a table; until then, holds ``what``'s place with a line that
+    says it follows and returns False (the caller draws nothing more), and ``report_first_table`` waits for the
+    table. ``key``: unique on the page.
+
+    A section's figure and a page's second table wait for it the first time a session opens a page: Plotly's code
+    (a 4.7 MB chunk) evaluated, or a second grid and its widgets drawn, before the ranking grid's first draw held
+    the ranking back by ~0.7 s on one page load in two (``benchmarks/leaderboard_browser.py``); a script rerun
+    without the browser's word came too soon to help. Later figures of the session are drawn at once."""
+    if st.session_state.get(TABLE_DRAWN):
+        return True
+    st.session_state[_WAITING] = True
+    with st.container(key=f"{key}_{PENDING}"):
+        st.caption(f"Drawing {what} once the table above is on screen…")
+    return False
+
+
+def report_first_table() -> None:
+    """While something waits for the session's first table (``after_first_table``): a component in the sidebar
+    that reports when a table's grid is drawn in the page. Called by the app's main script, outside every
+    fragment, so that the report reruns the whole page (two fragments' reports in one batch reran only one)."""
+    if st.session_state.get(TABLE_DRAWN) or not st.session_state.get(_WAITING):
+        return
+    with st.sidebar:
+        _table_drawn(key="first_table_drawn", on_drawn_change=_mark_table_drawn)
+
+
+def _mark_table_drawn() -> None:
+    st.session_state[TABLE_DRAWN] = True
+
+
 def index_unusable() -> bool:
     """Warn (and return True) when the index was built for another schema version."""
     problem = data.index_problem()
@@ -87,15 +145,79 @@ def empty_state(family: str) -> None:
         st.caption("There is no index file yet: `countboard index` creates it from the MLflow store.")
 
 
-def filters(family: str, key_prefix: str) -> data.Filters:
+class Peek:
+    """Stands in for ``st`` when a section reads its controls before drawing them: each widget returns what the
+    drawn widget will (its value in session state, from the previous run or an interaction, else its default)
+    and draws nothing. A section that draws its table before its controls (``controls_then``) reads them so."""
+
+    def columns(self, spec, **_) -> list[Peek]:
+        return [self] * (spec if isinstance(spec, int) else len(spec))
+
+    def caption(self, *_, **__) -> None:
+        return None
+
+    def selectbox(self, label, options, index=0, key=None, **_):
+        options = list(options)
+        value = st.session_state.get(key, _UNSET) if key else _UNSET
+        if value is not _UNSET and value in options:
+            return value
+        return options[index] if options and index is not None else None
+
+    def multiselect(self, label, options, default=None, key=None, **_) -> list:
+        value = st.session_state.get(key) if key else None
+        return list(value) if value is not None else list(default or [])
+
+    def toggle(self, label, value=False, key=None, **_) -> bool:
+        return bool(st.session_state.get(key, value)) if key else value
+
+    def text_input(self, label, value="", key=None, **_) -> str:
+        return str(st.session_state.get(key, value) or "") if key else value
+
+    def segmented_control(self, label, options, default=None, key=None, **_):
+        options = list(options)
+        value = st.session_state.get(key, default) if key else default
+        return value if value in options else None
+
+
+_UNSET = object()
+
+
+def controls_then(controls, content, fragment: bool = False):
+    """Draw ``content(values)`` before the widgets that pick its values, and the widgets above it.
+
+    ``controls(ui)`` draws the widgets through ``ui`` (``st``, or a ``Peek`` that only reads their values) and
+    returns their values. The browser gets the content's table first, so that it is drawn before the widgets'
+    components load (on a page with a dozen widgets the table came 1.3-2x later than on a page with one); the
+    widgets still appear above it, in a container made first. When the values the drawn widgets return differ
+    from those read before (a choice that no longer exists, e.g. a split of another dataset), the section runs
+    again with them (``fragment``: only the fragment that called this, when it is a fragment's own run)."""
+    top = st.container()
+    values = controls(Peek())
+    out = content(values)
+    with top:
+        drawn = controls(st)
+    if drawn != values:
+        st.rerun(scope="fragment" if fragment and _fragment_run() else "app")
+    return out
+
+
+def _fragment_run() -> bool:
+    """Whether this script run reruns fragments only (``st.rerun(scope="fragment")`` is allowed only then)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx and ctx.fragment_ids_this_run)
+
+
+def filters(family: str, key_prefix: str, ui=st) -> data.Filters:
     """Dataset and split selectors built from the runs present, one selector per schema level (e.g. the task:
     entries of different levels are never ranked together) and, when the index marks partial (smoke) runs, a
-    toggle that lets them in (off by default)."""
+    toggle that lets them in (off by default). ``ui``: ``st``, or a ``Peek`` that reads their values only."""
     opts = data.choices(family)
     fam = data.family(family)
     levels = [(lv, data.level_values(family, lv.column)) for lv in (fam.levels if fam else ())]
     levels = [(lv, vals) for lv, vals in levels if vals]
-    cols = st.columns(2 + len(levels))
+    cols = ui.columns(2 + len(levels))
     datasets = sorted(opts.dataset.dropna().unique()) if not opts.empty else []
     dataset = cols[0].selectbox("Dataset", ["All", *datasets], key=f"{key_prefix}_dataset")
     dataset = None if dataset == "All" else dataset
@@ -104,12 +226,12 @@ def filters(family: str, key_prefix: str) -> data.Filters:
     split = cols[1].selectbox("Split", ["All", *splits], key=f"{key_prefix}_split")
     chosen = tuple((lv.column, cols[2 + i].selectbox(lv.display, vals, key=f"{key_prefix}_level_{lv.column}"))
                    for i, (lv, vals) in enumerate(levels))
-    chosen += protocol_filter(family, key_prefix)
+    chosen += protocol_filter(family, key_prefix, ui)
     partial = failed = False
     if data.has_partial_column(family):
-        partial = st.toggle("Include partial (smoke) runs", value=False, key=f"{key_prefix}_partial")
+        partial = ui.toggle("Include partial (smoke) runs", value=False, key=f"{key_prefix}_partial")
     if data.has_failed_runs(family):
-        failed = st.toggle("Show runs with failed units apart", value=False, key=f"{key_prefix}_failed",
+        failed = ui.toggle("Show runs with failed units apart", value=False, key=f"{key_prefix}_failed",
                            help="A run with failed units (unreadable inputs) never replaces a clean run of its "
                                 "entry; switched on, the latest such run of each entry gets a row of its own.")
     return data.Filters(dataset=dataset, split=None if split == "All" else split, levels=chosen,
@@ -119,7 +241,7 @@ def filters(family: str, key_prefix: str) -> data.Filters:
 ALL_PROTOCOLS = "All protocols, apart"
 
 
-def protocol_filter(family: str, key_prefix: str) -> tuple[tuple[str, str | None], ...]:
+def protocol_filter(family: str, key_prefix: str, ui=st) -> tuple[tuple[str, str | None], ...]:
     """The protocol the table ranks (a level: ``(column, label)``; ``None`` for all protocols, each its own rows).
 
     One protocol per table by default: the default protocol when runs have it, else the first.
@@ -128,23 +250,24 @@ def protocol_filter(family: str, key_prefix: str) -> tuple[tuple[str, str | None
     if not labels:
         return ()
     if len(labels) == 1:
-        st.caption(f"Protocol: **{labels[0]}** (the task and model parameters that change what is measured).")
+        ui.caption(f"Protocol: **{labels[0]}** (the task and model parameters that change what is measured).")
         return ((data.PROTOCOL_COLUMN, labels[0]),)
-    picked = st.selectbox("Protocol", [*labels, ALL_PROTOCOLS], key=f"{key_prefix}_protocol",
+    picked = ui.selectbox("Protocol", [*labels, ALL_PROTOCOLS], key=f"{key_prefix}_protocol",
                           help="Runs of one model and task that measure different things (a mosaic preset, a "
                                "threshold, a classifier) are different entries; a table ranks one protocol.")
     return ((data.PROTOCOL_COLUMN, None if picked == ALL_PROTOCOLS else picked),)
 
 
-def metric_picker(family: str, metrics: list[MetricInfo], key_prefix: str) -> tuple[MetricInfo, list[MetricInfo]]:
+def metric_picker(family: str, metrics: list[MetricInfo], key_prefix: str,
+                  ui=st) -> tuple[MetricInfo, list[MetricInfo]]:
     """The metric to rank by (default: the family's main metric) and the columns to show (default: the
-    schema's ``columns``)."""
+    schema's ``columns``). ``ui``: ``st``, or a ``Peek`` that reads their values only."""
     fam = data.family(family)
     metrics = [m for m in metrics if m.bound_of is None]  # a bound is shown beside its metric, never on its own
     keys = [m.key for m in metrics]
     main = fam.main_metric if fam and fam.main_metric in keys else keys[0]
     by_key = {m.key: m for m in metrics}
-    cols = st.columns([1, 2])
+    cols = ui.columns([1, 2])
     sort_key = cols[0].selectbox("Rank by", keys, index=keys.index(main), key=f"{key_prefix}_sort",
                                  format_func=lambda k: by_key[k].display)
     default = [m.key for m in data.default_columns(family, metrics)] or keys[:data.DEFAULT_COLUMNS]

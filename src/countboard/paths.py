@@ -19,6 +19,12 @@ def conf_dir() -> Path:
     return _first_existing(_PKG / "conf", _PKG.parents[1] / "conf")
 
 
+#: The leaderboard's pages: (module under ``views/``, URL path); the Overview is the app's root.
+LEADERBOARD_PAGES = (("overview", ""), ("counters", "counters"), ("numeracy", "numeracy"), ("acs", "acs"),
+                     ("grounding", "grounding"), ("runs", "runs"), ("annotate", "annotate"))
+LEADERBOARD_PAGE_PATHS = tuple(url for _, url in LEADERBOARD_PAGES if url)
+
+
 def leaderboard_dir() -> Path:
     """The Streamlit app directory: ``countboard/leaderboard_app`` in a wheel, ``<repo>/leaderboard`` in a checkout."""
     return _first_existing(_PKG / "leaderboard_app", _PKG.parents[1] / "leaderboard")

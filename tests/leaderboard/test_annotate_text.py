@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 from tests.conftest import run_sweep
+from tests.fixtures.board import app_test
 
 import labels as label_store
 from countboard.acs.annotation import read_label_file, text_id
@@ -34,7 +35,7 @@ def open_texts(monkeypatch, db, labels_dir) -> AppTest:
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(db))
     monkeypatch.setenv("COUNTBOARD_TEXT_LABELS_DIR", str(labels_dir))
     monkeypatch.setenv("COUNTBOARD_TEXT_LABELS_DB", str(labels_dir / "text_labels.duckdb"))
-    at = AppTest.from_file(str(APP), default_timeout=60).switch_page("pages/annotate.py").run()
+    at = app_test("views/annotate.py").run()
     at.radio(key="annotate_kind").set_value("Texts").run()
     return at
 

@@ -34,7 +34,7 @@ def test_one_picked_run_shows_its_answers(monkeypatch):
     import streamlit as st
 
     import data
-    from pages import runs
+    from views import runs
 
     samples = pd.DataFrame({"image_id": ["a"], "class_name": ["cats"], "gt": [3], "counts": [[3.0, 1.0]],
                             "answers": [["3", "one"]]})

@@ -9,28 +9,26 @@ import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+from tests.fixtures.board import app_test
 
 from countboard.paths import leaderboard_dir
 from countboard.schema import load_schema
 
 APP = leaderboard_dir() / "app.py"
 
-PAGES = ("pages/overview.py", "pages/counters.py", "pages/numeracy.py", "pages/acs.py", "pages/grounding.py", "pages/runs.py")
+PAGES = ("views/overview.py", "views/counters.py", "views/numeracy.py", "views/acs.py", "views/grounding.py", "views/runs.py")
 UI = "http://mlflow.example:5000"
 
 
 def open_page(monkeypatch, db, page: str, section: str | None = None) -> AppTest:
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(db))
     monkeypatch.setenv("COUNTBOARD_MLFLOW_UI", UI)
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    if section:
-        at.query_params["section"] = section
-    return at.switch_page(page).run()
+    return app_test(page, section=section).run()
 
 
 def families_with_pages() -> list[tuple[str, str]]:
     """(family, page file) for every schema family the leaderboard shows."""
-    return [(f.key, f"pages/{f.page}.py") for f in load_schema().families.values() if f.page]
+    return [(f.key, f"views/{f.page}.py") for f in load_schema().families.values() if f.page]
 
 
 def expected_ranking(values: pd.DataFrame, family: str, key: str, by_evaluator: bool) -> pd.DataFrame:
@@ -110,7 +108,7 @@ def test_ranking_by_a_lower_is_better_metric_is_ascending(monkeypatch, filled_in
     if family not in load_schema().families:
         pytest.skip("family `counters` is not declared in countboard/schema/*.yaml")
     lower = next(m.key for m in load_schema().family_metrics(family) if m.higher_is_better is False)
-    at = open_page(monkeypatch, db, "pages/counters.py")
+    at = open_page(monkeypatch, db, "views/counters.py")
     at.selectbox(key="f_counters_sort").set_value(lower).run()
     table = family_table(at, family)
     expected = expected_ranking(store.values, family, lower, by_evaluator=False)
@@ -144,7 +142,7 @@ def test_empty_store_explains_how_to_launch_a_sweep(monkeypatch, empty_index, pa
 
 def test_overview_counts_finished_runs_per_family(monkeypatch, filled_index):
     store, db = filled_index
-    at = open_page(monkeypatch, db, "pages/overview.py")
+    at = open_page(monkeypatch, db, "views/overview.py")
     labels = [e.proto.label for e in at.get("page_link")]
     captions = [c.value for c in at.caption]
     for family, runs in store.values.groupby("family"):
@@ -155,7 +153,7 @@ def test_overview_counts_finished_runs_per_family(monkeypatch, filled_index):
 
 
 def test_missing_index_says_to_build_it(monkeypatch, tmp_path):
-    at = open_page(monkeypatch, tmp_path / "absent.duckdb", "pages/counters.py")
+    at = open_page(monkeypatch, tmp_path / "absent.duckdb", "views/counters.py")
     assert not at.exception and not at.error
     assert "countboard index" in " ".join(c.value for c in at.caption) + " ".join(i.value for i in at.info)
 
@@ -163,7 +161,7 @@ def test_missing_index_says_to_build_it(monkeypatch, tmp_path):
 def test_runs_page_search_finds_one_model(monkeypatch, filled_index):
     store, db = filled_index
     model = store.values.model.iloc[0]
-    at = open_page(monkeypatch, db, "pages/runs.py")
+    at = open_page(monkeypatch, db, "views/runs.py")
     at.text_input(key="runs_search").set_value(model).run()
     table = at.dataframe[0].value
     assert set(table.model) == {model}
@@ -185,7 +183,7 @@ def test_runs_page_links_to_the_running_mlflow_ui_and_says_when_none_answers(mon
         silent = f"http://127.0.0.1:{s.getsockname()[1]}"
     ui_address.record_served(store.uri, silent)  # as `countboard mlflow-ui --port N` records it
     try:
-        at = open_page(monkeypatch, db, "pages/runs.py")
+        at = open_page(monkeypatch, db, "views/runs.py")
         table = at.dataframe[0].value
         assert table.link.iloc[0].startswith(f"{silent}/#/experiments/")  # not the setting ($COUNTBOARD_MLFLOW_UI)
         captions = " ".join(c.value for c in at.caption)
@@ -197,14 +195,14 @@ def test_runs_page_links_to_the_running_mlflow_ui_and_says_when_none_answers(mon
         try:
             live = f"http://127.0.0.1:{server.server_address[1]}"
             ui_address.record_served(store.uri, live)
-            at = open_page(monkeypatch, db, "pages/runs.py")
+            at = open_page(monkeypatch, db, "views/runs.py")
             assert f"at {live} (served by" in " ".join(c.value for c in at.caption)
             assert not any("No MLflow UI answers" in w.value for w in at.warning)
         finally:
             server.shutdown()
     finally:
         ui_address.forget_served(store.uri)
-    at = open_page(monkeypatch, db, "pages/runs.py")  # no UI running: the setting
+    at = open_page(monkeypatch, db, "views/runs.py")  # no UI running: the setting
     assert f"at {UI} ($COUNTBOARD_MLFLOW_UI)" in " ".join(c.value for c in at.caption)
 
 
@@ -214,7 +212,7 @@ def test_annotation_page_stores_answers_and_resumes(monkeypatch, filled_index, t
         pytest.skip("no auto-evaluated generator family in the schema")
     labels = tmp_path / "labels.duckdb"
     monkeypatch.setenv("COUNTBOARD_LABELS_DB", str(labels))
-    at = open_page(monkeypatch, db, "pages/annotate.py")
+    at = open_page(monkeypatch, db, "views/annotate.py")
     assert not at.exception and "annotator id" in " ".join(i.value for i in at.info)
     at.text_input(key="annotate_annot").set_value("ann1").run()
     assert [p.proto.text for p in at.get("progress")] == ["0 of 3 questions answered"]
@@ -226,7 +224,7 @@ def test_annotation_page_stores_answers_and_resumes(monkeypatch, filled_index, t
     at.text_input(key="annotate_answer").set_value("lots")
     at.button(key="FormSubmitter:annotate_form-Save and next").click().run()
     assert "Not saved" in " ".join(w.value for w in at.warning)
-    again = open_page(monkeypatch, db, "pages/annotate.py")
+    again = open_page(monkeypatch, db, "views/annotate.py")
     again.text_input(key="annotate_annot").set_value("ann1").run()
     assert [p.proto.text for p in again.get("progress")] == ["1 of 3 questions answered"]
     from countboard.numeracy.annotation import LabelStore
@@ -262,12 +260,12 @@ def test_a_metric_a_run_could_not_compute_is_shown_with_its_reason(monkeypatch, 
     run = store.values[store.values.family == "counters"].iloc[0]
     MlflowClient(store.uri).set_tag(run.run_id, tg.MISSING_METRICS, "nmn: undefined (NaN) on the 4 units that succeeded")
     build_index(store.uri, tmp_path / "index.duckdb")
-    at = open_page(monkeypatch, tmp_path / "index.duckdb", "pages/counters.py", section="counters")
+    at = open_page(monkeypatch, tmp_path / "index.duckdb", "views/counters.py", section="counters")
     assert not at.exception, [e.value for e in at.exception]
     notes = [c.value for c in at.caption if c.value.startswith("Not computed")]
     assert notes == [f"Not computed (shown as —), with the reason: **{run.model}**: nmn: undefined (NaN) on the 4 "
                      "units that succeeded"]
-    runs = open_page(monkeypatch, tmp_path / "index.duckdb", "pages/runs.py")
+    runs = open_page(monkeypatch, tmp_path / "index.duckdb", "views/runs.py")
     table = runs.dataframe[0].value
     assert set(table["missing_metrics"]) == {"", "nmn: undefined (NaN) on the 4 units that succeeded"}
 
@@ -278,10 +276,10 @@ def test_the_runs_page_sends_one_page_of_runs_and_pages_through_all(monkeypatch,
     import widgets
 
     _, db = filled_index
-    everything = open_page(monkeypatch, db, "pages/runs.py").dataframe[0].value
+    everything = open_page(monkeypatch, db, "views/runs.py").dataframe[0].value
     assert len(everything) > 7, "the fixture has too few runs to page"
     monkeypatch.setattr(widgets, "PAGE_ROWS", 3)
-    at = open_page(monkeypatch, db, "pages/runs.py")
+    at = open_page(monkeypatch, db, "views/runs.py")
     pages = -(-len(everything) // 3)
     control = at.number_input(key="runs_page")
     assert control.max == pages and control.value == 1

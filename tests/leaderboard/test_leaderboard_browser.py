@@ -44,7 +44,8 @@ PROBE = """JSON.stringify({
   links: document.querySelectorAll('[data-testid="stPageLink"]').length,
   exceptions: document.querySelectorAll('[data-testid="stException"]').length,
   errors: document.querySelectorAll('[data-testid="stAlertContentError"]').length,
-  running: !!document.querySelector('[data-testid="stStatusWidget"]'),
+  // the script running, or a figure still waiting for the first table (widgets.after_first_table)
+  running: !!document.querySelector('[data-testid="stStatusWidget"], [class*="_after_first_table"]'),
   widths: Array.from(document.querySelectorAll('[data-testid="stDataFrame"]')).map(t => {
     const s = t.querySelector('.dvn-scroller'); return s ? [s.scrollWidth, s.clientWidth] : null; }),
   cells: Array.from(document.querySelectorAll('[data-testid="stDataFrame"]')).slice(0, 1).flatMap(

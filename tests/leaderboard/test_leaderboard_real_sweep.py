@@ -7,12 +7,11 @@ import json
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 from tests.conftest import run_sweep
+from tests.fixtures.board import app_test
 
 from countboard.cli import main as cli_main
 from countboard.index.reader import connect_readonly
-from countboard.paths import leaderboard_dir
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +45,7 @@ def plotly_values(v) -> list[float]:
 
 def test_counters_page_ranks_the_oracle_first(monkeypatch, swept_index):
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(swept_index))
-    at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=90).switch_page("pages/counters.py").run()
+    at = app_test("views/counters.py", 90).run()
     assert not at.exception and not at.error
     table = at.dataframe[0].value
     # the oracle reads the prompted class's annotations: perfect mosaic F1; the class-blind one counts both halves
@@ -70,7 +69,7 @@ def test_counters_page_ranks_the_oracle_first(monkeypatch, swept_index):
 def test_counters_page_shows_the_semantic_similarity_analysis(monkeypatch, swept_index):
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(swept_index))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=120).switch_page("pages/counters.py").run()
+    at = app_test("views/counters.py", 120).run()
     at.session_state["f_counters_figure"] = "Semantic similarity"
     at.run()
     assert not at.exception
@@ -84,11 +83,11 @@ def test_counters_page_shows_the_semantic_similarity_analysis(monkeypatch, swept
     assert any("Quartiles of the normalised error" in c.proto.spec for c in at.get("plotly_chart"))
 
 
-@pytest.mark.parametrize("page", ["pages/overview.py", "pages/numeracy.py", "pages/acs.py", "pages/grounding.py", "pages/runs.py",
-                                  "pages/annotate.py"])
+@pytest.mark.parametrize("page", ["views/overview.py", "views/numeracy.py", "views/acs.py", "views/grounding.py", "views/runs.py",
+                                  "views/annotate.py"])
 def test_other_pages_render_on_the_sweep(monkeypatch, swept_index, page):
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(swept_index))
-    at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=90).switch_page(page).run()
+    at = app_test(page, 90).run()
     assert not at.exception and not at.error
-    if page not in ("pages/overview.py", "pages/runs.py"):  # no such runs in this sweep: how to launch one
+    if page not in ("views/overview.py", "views/runs.py"):  # no such runs in this sweep: how to launch one
         assert "countboard-sweep" in " ".join(i.value for i in at.info)

@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from tests.fixtures.board import app_test
 from tests.fixtures.synthetic_store import FamilySpec, make_store
 
 from countboard.index import build_index
@@ -24,10 +25,7 @@ MODELS = ["gen_a", "gen_b", "gen_c"]
 def open_page(monkeypatch, db, page: str, section: str | None = None) -> AppTest:
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(db))
     monkeypatch.setenv("COUNTBOARD_MLFLOW_UI", "http://ui.example:5000")
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    if section:
-        at.query_params["section"] = section
-    return at.switch_page(page).run()
+    return app_test(page, section=section).run()
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +64,7 @@ def chart(at: AppTest, key_part: str) -> dict:
 
 def test_numeracy_tasks_are_ranked_and_compared_apart(monkeypatch, two_tasks):
     store, db = two_tasks
-    at = open_page(monkeypatch, db, "pages/numeracy.py", section="generators")
+    at = open_page(monkeypatch, db, "views/numeracy.py", section="generators")
     assert not at.exception, [e.value for e in at.exception]
     level = at.selectbox(key="f_generators_level_task")
     assert level.options == ["geckonum_human_t1", "geckonum_human_t2"]
@@ -87,7 +85,7 @@ def test_numeracy_tasks_are_ranked_and_compared_apart(monkeypatch, two_tasks):
 
 def test_ranking_by_another_metric_keeps_its_interval_and_pairwise(monkeypatch, filled_index):
     _, db = filled_index
-    at = open_page(monkeypatch, db, "pages/acs.py")
+    at = open_page(monkeypatch, db, "views/acs.py")
     other = next(m for m in load_schema().family_metrics("acs")
                  if m.interval and m.key != load_schema().families["acs"].main_metric)
     at.selectbox(key="f_acs_sort").set_value(other.key).run()
@@ -104,7 +102,7 @@ def test_ranking_by_another_metric_keeps_its_interval_and_pairwise(monkeypatch, 
 
 def test_overview_links_each_family_to_its_own_section_and_shows_its_best_entry(monkeypatch, filled_index):
     store, db = filled_index
-    at = open_page(monkeypatch, db, "pages/overview.py")
+    at = open_page(monkeypatch, db, "views/overview.py")
     links = {p.proto.label: p.proto for p in at.get("page_link")}
     for fam in load_schema().families.values():
         if not fam.page:
@@ -121,7 +119,7 @@ def test_overview_links_each_family_to_its_own_section_and_shows_its_best_entry(
 
 def test_runs_page_compares_selected_runs(monkeypatch, filled_index):
     store, db = filled_index
-    at = open_page(monkeypatch, db, "pages/runs.py")
+    at = open_page(monkeypatch, db, "views/runs.py")
     at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -134,7 +132,7 @@ def test_runs_page_compares_selected_runs(monkeypatch, filled_index):
 
 def test_sweep_filter_shows_parent_and_children(monkeypatch, filled_index):
     store, db = filled_index
-    at = open_page(monkeypatch, db, "pages/runs.py")
+    at = open_page(monkeypatch, db, "views/runs.py")
     sweep = store.sweep_run_ids[0]
     at.selectbox(key="runs_sweep").set_value(sweep).run()
     table = at.dataframe[0].value
@@ -156,7 +154,7 @@ def test_a_moved_store_still_shows_its_artifacts(monkeypatch, tmp_path):
     build_index(store.uri, tmp_path / "old" / "index.duckdb")
     shutil.move(tmp_path / "old", tmp_path / "new")  # the store and its index move together
     monkeypatch.delenv("COUNTBOARD_STORE", raising=False)
-    at = open_figure(open_page(monkeypatch, tmp_path / "new" / "index.duckdb", "pages/counters.py"), "counters",
+    at = open_figure(open_page(monkeypatch, tmp_path / "new" / "index.duckdb", "views/counters.py"), "counters",
                      "Density maps")
     assert not at.exception, [e.value for e in at.exception]
     assert at.get("image"), [i.value for i in at.info]
@@ -168,7 +166,7 @@ def test_intervals_and_pairwise_compare_entries_of_one_dataset(monkeypatch, fill
     family = next(f for f in load_schema().families.values()
                   if (store.values.family == f.key).any() and store.values[store.values.family == f.key].dataset
                   .nunique() > 1)
-    at = open_page(monkeypatch, db, f"pages/{family.page}.py", section=family.key)
+    at = open_page(monkeypatch, db, f"views/{family.page}.py", section=family.key)
     assert not at.exception, [e.value for e in at.exception]
     for title, tab in (("P(A better than B)", "P(A > B)"), ("and its", "Interval")):
         spec = chart(open_figure(at, family.key, tab), title)
@@ -190,7 +188,7 @@ def test_counters_page_offers_the_papers_table_in_both_conventions(monkeypatch, 
     metrics = import_praco(release["model_dir"], release["meta"], tracker, exclude=release["exclude"]).scored.metrics
     build_index(tracker.uri, tmp_path / "index.duckdb")
     monkeypatch.setenv("COUNTBOARD_INDEX_DB", str(tmp_path / "index.duckdb"))
-    at = AppTest.from_file(str(leaderboard_dir() / "app.py"), default_timeout=60).switch_page("pages/counters.py").run()
+    at = app_test("views/counters.py").run()
     assert not at.exception, [e.value for e in at.exception]
 
     def paper_table():

@@ -29,7 +29,7 @@ def _ranking(at):
 
 def test_counters_rank_one_protocol_and_mark_failed_units(monkeypatch, board):
     ids, db = board
-    at = open_page(monkeypatch, db, "pages/counters.py", section="counters")
+    at = open_page(monkeypatch, db, "views/counters.py", section="counters")
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="f_counters_protocol").value == "default"
     table = _ranking(at)
@@ -48,10 +48,10 @@ def test_counters_rank_one_protocol_and_mark_failed_units(monkeypatch, board):
 
 def test_overview_best_is_a_clean_run_and_runs_are_named_apart(monkeypatch, board):
     ids, db = board
-    at = open_page(monkeypatch, db, "pages/overview.py")
+    at = open_page(monkeypatch, db, "views/overview.py")
     text = " ".join(m.value for m in at.markdown)
     assert "Best: **m1**" in text and ids["only_damaged"] not in text  # m2's 0.9 has failed units
-    at = open_page(monkeypatch, db, "pages/runs.py")
+    at = open_page(monkeypatch, db, "views/runs.py")
     names = dict(zip(at.dataframe[0].value.run_id, at.dataframe[0].value.run_name, strict=True))
     assert names[ids["official"]] == "m1 · fsc147 · praco_mosaic · mosaic=official"
     assert names[ids["clean"]] == "m1 · fsc147 · praco_mosaic"

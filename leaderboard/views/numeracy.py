@@ -8,6 +8,7 @@ import streamlit as st
 import data
 import family
 import queries
+import widgets
 from countboard.index.table3 import auroc_ranking, table3, table3_csv, table3_latex
 
 PAGE = "numeracy"
@@ -20,6 +21,8 @@ def autometrics_table() -> None:
     st.header("Auto-eval metrics (GeckoNum Table 3)")
     if not data.has_family_view(AUTOMETRICS) or data.choices(AUTOMETRICS).empty:
         st.info("No geckonum_autometrics runs yet: run `task=geckonum_autometrics` on `model=geckonum_release`.")
+        return
+    if not widgets.after_first_table("table3", "Table 3"):
         return
     rows = data.query(queries.family_rows(AUTOMETRICS))
     marks, ranked = table3(rows), auroc_ranking(rows)

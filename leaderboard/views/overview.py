@@ -12,7 +12,7 @@ import widgets
 from countboard.schema import FamilyInfo, load_schema
 
 FAILED_SHOWN = 20
-PAGE_FILE = "pages/{page}.py"
+PAGE_FILE = "views/{page}.py"
 
 
 def best_entry(fam: FamilyInfo) -> tuple[pd.Series, str, int] | None:

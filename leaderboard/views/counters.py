@@ -7,6 +7,7 @@ import streamlit as st
 import data
 import family
 import queries
+import widgets
 from countboard.index.praco_table import (
     CONVENTIONS,
     praco_caption,
@@ -27,6 +28,8 @@ def paper_table() -> None:
     if not data.has_family_view(FAMILY) or data.choices(FAMILY).empty:
         st.info("No counter runs yet: the table fills from praco_negative, praco_mosaic and classic runs, and "
                 "from results imported with `countboard import-praco`.")
+        return
+    if not widgets.after_first_table("praco_table", "the paper's table"):
         return
     choices = data.choices(FAMILY).dropna()
     cols = st.columns(3)

@@ -58,18 +58,20 @@ def display_name(run_id: str, name: str | None, protocol: str | None, with_id: b
     return f"{text} ({run_id[:6]})" if with_id else text
 
 
-def filters(facets: pd.DataFrame) -> tuple:
+def filters(facets: pd.DataFrame, ui=st) -> tuple:
+    """The search text, sweep, family, status and whether sweeps' parents are shown (``ui``: ``st``, or a
+    ``widgets.Peek`` that reads the values only)."""
     sweeps = data.query(queries.SWEEPS)
     labels = {ALL: "All runs"} | {r.run_id: f"{r.run_name or r.run_id[:8]} · {r.n_children} runs"
                                                + (f", {r.n_failed} failed" if r.n_failed else "")
                                   for r in sweeps.itertuples()}
-    top = st.columns([2, 2, 1, 1])
+    top = ui.columns([2, 2, 1, 1])
     text = top[0].text_input("Search (id, name, model, dataset, task, family)", key="runs_search").strip()
     sweep = top[1].selectbox("Sweep (parent run → its children)", list(labels), format_func=labels.get,
                              key="runs_sweep")
     family = top[2].selectbox("Family", [ALL, *sorted(facets.family.dropna().unique())], key="runs_family")
     status = top[3].selectbox("Status", [ALL, *sorted(facets.status.dropna().unique())], key="runs_status")
-    show_sweeps = st.toggle("Show the sweeps' parent runs", value=False, key="runs_show_sweeps",
+    show_sweeps = ui.toggle("Show the sweeps' parent runs", value=False, key="runs_show_sweeps",
                             help="A picked sweep always shows its parent run first.")
     none = lambda v: None if v == ALL else v  # noqa: E731
     return text, none(sweep), none(family), none(status), show_sweeps
@@ -100,7 +102,14 @@ def main() -> None:
         widgets.launch_hint("The index has no runs yet.",
                             "-m model=<model_a>,<model_b> dataset=<dataset> task=<task>")
         return
-    text, sweep, family, status, show_sweeps = filters(facets)
+    # the table is sent before the filters (drawn above it): the browser draws it first
+    widgets.controls_then(lambda ui: filters(facets, ui), table_and_comparison)
+
+
+def table_and_comparison(picked: tuple) -> None:
+    """One page of the runs that pass the filters ``picked``, with their MLflow links; the runs selected in it
+    compared below (two or more) or one run's answers in words."""
+    text, sweep, family, status, show_sweeps = picked
     runs, n_matching, bounds = page_of_runs((show_sweeps, sweep, sweep, sweep, sweep, family, family, status, status,
                                              text, text))
     runs.insert(0, "link", [data.run_url(e, r) for e, r in zip(runs.experiment_id, runs.run_id, strict=True)])
