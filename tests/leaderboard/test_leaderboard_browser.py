@@ -276,3 +276,33 @@ def test_counters_and_grounding_rank_with_intervals(rendered, page):
     text = rendered[page]["text"]
     assert "no interval in the schema" not in text
     assert "with its 90% interval" in text and "P(A > B)" in text  # the chart, and the tab of the pairwise one
+
+
+# Records, in the page, which came first: the first table's grid or the first Plotly chart.
+ORDER = """(() => {
+  window.__order = [];
+  const parts = [['table', '[data-testid="stDataFrame"] canvas'], ['chart', '[data-testid="stPlotlyChart"] .main-svg']];
+  new MutationObserver(() => {
+    for (const [name, css] of parts)
+      if (!window.__order.includes(name) && document.querySelector(css)) window.__order.push(name);
+  }).observe(document, {subtree: true, childList: true});
+})()"""
+
+
+def test_a_page_opened_by_its_address_draws_its_table_before_any_chart(server):
+    """A bookmark or a reload of ``/counters``: the app's own script runs (its sidebar line, its title), the client
+    finds the server without asking ``/counters/_stcore/health`` first, and the ranking is drawn before the chart."""
+    with browser() as b:
+        watched = Watched(b, width=1280, height=1600)
+        page = watched.page
+        page.add_init_script(ORDER)
+        with watched.shot_on_failure(ARTIFACTS / "counters-by-address-failure.png"):
+            page.goto(f"{server}/counters")
+            probe = _settle(page, "counters")
+            page.wait_for_function("window.__order.length === 2", timeout=60_000)
+            assert page.evaluate("window.__order") == ["table", "chart"]
+            assert probe["exceptions"] == 0 and "Prompt-aware counters" in probe["text"]
+            assert "Index:" in page.inner_text('[data-testid="stSidebar"]')  # app.py ran, not the page alone
+            assert "Countboard" in page.title()
+            assert not [u for u in watched.requests if "/counters/_stcore/" in u], watched.requests
+            assert watched.console_errors == []

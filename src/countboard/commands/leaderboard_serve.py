@@ -115,9 +115,12 @@ class PageBaseUrl:
                 html = b"".join(body)
                 if scope["method"] == "GET":
                     html = html.replace(b"<head>", b"<head>" + self.script, 1)
+                    length = len(html)
+                else:  # HEAD: no body, the length the page will have
+                    length = int(dict(start.get("headers", [])).get(b"content-length", b"0")) + len(self.script)
                 headers = [(k, v) for k, v in start.get("headers", [])
                            if k.lower() not in (b"content-length", b"etag", b"last-modified")]
-                headers.append((b"content-length", str(len(html)).encode()))
+                headers.append((b"content-length", str(length).encode()))
                 await send({**start, "headers": headers})
                 await send({"type": "http.response.body", "body": html if scope["method"] == "GET" else b""})
             else:
