@@ -328,7 +328,7 @@ def ranking_frame(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo,
     for m in metrics:
         if m.key not in out:
             out[m.key] = df[m.key].to_numpy(dtype=float)
-    out["run"] = [data.run_url(e, r) for e, r in zip(df.experiment_id, df.run_id, strict=True)]
+    out["run"] = data.run_urls(df.experiment_id, df.run_id)
     return out
 
 

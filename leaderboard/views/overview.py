@@ -109,8 +109,7 @@ def store_state() -> None:
                "`countboard index`.")
     failed = data.query(queries.FAILED_RUNS, (FAILED_SHOWN,))
     if not failed.empty:
-        failed.insert(0, "link", [data.run_url(e, r) for e, r in zip(failed.experiment_id, failed.run_id,
-                                                                      strict=True)])
+        failed.insert(0, "link", data.run_urls(failed.experiment_id, failed.run_id))
         st.markdown(f"**Failed runs** (latest {min(len(failed), FAILED_SHOWN)}; the error tag of each)")
         st.dataframe(widgets.dashes(failed.drop(columns=["experiment_id"])), hide_index=True,
                      key="ov_failed", column_config={

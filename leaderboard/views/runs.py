@@ -112,7 +112,7 @@ def table_and_comparison(picked: tuple) -> None:
     text, sweep, family, status, show_sweeps = picked
     runs, n_matching, bounds = page_of_runs((show_sweeps, sweep, sweep, sweep, sweep, family, family, status, status,
                                              text, text))
-    runs.insert(0, "link", [data.run_url(e, r) for e, r in zip(runs.experiment_id, runs.run_id, strict=True)])
+    runs.insert(0, "link", data.run_urls(runs.experiment_id, runs.run_id))
     runs["run_name"] = [display_name(r.run_id, r.run_name, r.protocol, with_id=False) for r in runs.itertuples()]
     ui, why = data.mlflow_ui()
     st.caption(f"{n_matching:,} runs; links open the MLflow UI at {ui} ({why}). Select rows to compare them.")
