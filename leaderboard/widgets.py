@@ -280,15 +280,22 @@ def rank_column(df: pd.DataFrame, sort: MetricInfo, interval: IntervalInfo | Non
     """Rank of each row within its group: ties share a rank, and with an interval, entries whose intervals
     overlap share a rank range (``1–3``)."""
     higher = sort.higher_is_better is not False
-    labels = pd.Series(MISSING, index=df.index, dtype=object)
-    for _, part in df.groupby(groups, sort=False, dropna=False):
-        mean = part[sort.key].to_numpy(dtype=float)
+    labels = np.full(len(df), MISSING, dtype=object)
+    if not len(df):
+        return []
+    # the groups' rows as positions, the columns as arrays once (a pandas slice per group cost 0.5 ms: 20 ms of a
+    # 30-group ranking, before the table is sent)
+    codes = df.groupby(groups, sort=False, dropna=False).ngroup().to_numpy()
+    mean = df[sort.key].to_numpy(dtype=float)
+    low = df[interval.low].to_numpy(dtype=float) if interval is not None else None
+    high = df[interval.high].to_numpy(dtype=float) if interval is not None else None
+    order = np.argsort(codes, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(codes[order])) + 1):
         if interval is not None:
-            best, worst = ranking.rank_ranges(mean, part[interval.low].to_numpy(dtype=float),
-                                              part[interval.high].to_numpy(dtype=float), higher)
+            best, worst = ranking.rank_ranges(mean[rows], low[rows], high[rows], higher)
         else:
-            best = worst = ranking.competition_ranks(mean, higher)
-        labels[part.index] = [ranking.rank_label(b, w) for b, w in zip(best, worst, strict=True)]
+            best = worst = ranking.competition_ranks(mean[rows], higher)
+        labels[rows] = [ranking.rank_label(b, w) for b, w in zip(best, worst, strict=True)]
     return list(labels)
 
 

@@ -79,6 +79,29 @@ def test_rank_ranges_against_brute_force():
         assert best[i] == 1 + surely_ahead and worst[i] == 7 - surely_behind
 
 
+def test_ranks_within_groups_against_a_loop_over_each_group():
+    """Groups with missing keys, ties, missing values and intervals: each row ranked against its group only."""
+    rng = np.random.default_rng(5)
+    n = 60
+    df = pd.DataFrame({"dataset": rng.choice(["a", "b", None], n), "split": rng.choice(["s", "t"], n),
+                       "acc": np.round(rng.random(n), 1), "lo": rng.random(n) * 0.5})
+    df.loc[::7, "acc"] = np.nan
+    df["hi"] = df.lo + rng.random(n) * 0.5
+    for interval in (None, IntervalInfo("lo", "hi", 0.9)):
+        got = widgets.rank_column(df, ACC, interval, ["dataset", "split"])
+        want = [""] * n
+        for _, part in df.groupby(["dataset", "split"], dropna=False):
+            mean = part.acc.to_numpy()
+            if interval is None:
+                best = worst = ranking.competition_ranks(mean, True)
+            else:
+                best, worst = ranking.rank_ranges(mean, part.lo.to_numpy(), part.hi.to_numpy(), True)
+            for pos, b, w in zip(part.index, best, worst, strict=True):
+                want[pos] = ranking.rank_label(b, w)
+        assert got == want
+    assert widgets.rank_column(df.iloc[:0], ACC, None, ["dataset", "split"]) == []
+
+
 def test_ranking_table_keeps_the_sort_column_next_to_the_model_and_prints_no_none():
     df = pd.DataFrame({"model": ["a", "b"], "dataset": ["d", None], "split": ["s", "s"], "evaluator": [None, None],
                        "acc": [0.9, np.nan], "other": [1.0, 2.0], "experiment_id": ["1", "1"], "run_id": ["r", "q"]})
