@@ -95,10 +95,12 @@ PROBE = """(() => {
     const now = performance.now();
     S.last = now;
     // the script running, or elements whose component code has not loaded yet (drawn as skeletons)
-    // (or a figure's place held until the page's first table is drawn: the figure is on its way)
+    // (or a figure's place held until the page's first table is drawn, or a chart whose Plotly code is still
+    // loading: the figure is on its way)
     S.running = !!document.querySelector('[data-testid="stStatusWidgetRunningIcon"], '
       + '[data-testid="stStatusWidgetRunningManIcon"], [data-testid="stSkeleton"], [data-testid="stAppSkeleton"], '
-      + '[class*="_after_first_table"]');
+      + '[class*="_after_first_table"]')
+      || Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]')).some(e => !e.querySelector('.main-svg'));
     if (S.first === null && document.querySelector(FIRST)) S.first = now;
     if (S.fallback === undefined && document.querySelector(FALLBACK)) S.fallback = now;
   };
