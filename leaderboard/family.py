@@ -83,7 +83,7 @@ def render_page(page: str, title: str | None = None) -> None:
         st.query_params[SECTION_PARAM] = key
         family_section(key, heading=True)
 
-    widgets.controls_then(picker, section)  # the section's table is sent before the control drawn above it
+    widgets.controls_then(picker, section, key=f"{page}_section")  # the section's table is sent before the control drawn above it
 
 
 @st.fragment
@@ -104,7 +104,7 @@ def family_section(family: str, heading: bool = False) -> None:
 
     # the table is sent before the filters and the metric picker (drawn above it): the browser draws it first
     widgets.controls_then(controls, lambda values: ranking_and_figures(fam, family, metrics, prefix, *values),
-                          fragment=True)
+                          key=f"{prefix}_controls", fragment=True)
 
 
 def ranking_and_figures(fam, family: str, metrics, prefix: str, filters, picked) -> None:

@@ -182,7 +182,7 @@ class Peek:
 _UNSET = object()
 
 
-def controls_then(controls, content, fragment: bool = False):
+def controls_then(controls, content, key: str, fragment: bool = False):
     """Draw ``content(values)`` before the widgets that pick its values, and the widgets above it.
 
     ``controls(ui)`` draws the widgets through ``ui`` (``st``, or a ``Peek`` that only reads their values) and
@@ -190,13 +190,17 @@ def controls_then(controls, content, fragment: bool = False):
     components load (on a page with a dozen widgets the table came 1.3-2x later than on a page with one); the
     widgets still appear above it, in a container made first. When the values the drawn widgets return differ
     from those read before (a choice that no longer exists, e.g. a split of another dataset), the section runs
-    again with them (``fragment``: only the fragment that called this, when it is a fragment's own run)."""
+    again with them, once (``fragment``: only the fragment that called this, when it is a fragment's own run;
+    ``key``: unique on the page, it keeps whether this call has just rerun)."""
     top = st.container()
     values = controls(Peek())
     out = content(values)
     with top:
         drawn = controls(st)
-    if drawn != values:
+    flag = f"{key}_rerun"
+    again = st.session_state.get(flag, False)
+    st.session_state[flag] = drawn != values and not again  # once: a widget Peek misreads never loops
+    if st.session_state[flag]:
         st.rerun(scope="fragment" if fragment and _fragment_run() else "app")
     return out
 

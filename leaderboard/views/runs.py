@@ -103,7 +103,7 @@ def main() -> None:
                             "-m model=<model_a>,<model_b> dataset=<dataset> task=<task>")
         return
     # the table is sent before the filters (drawn above it): the browser draws it first
-    widgets.controls_then(lambda ui: filters(facets, ui), table_and_comparison)
+    widgets.controls_then(lambda ui: filters(facets, ui), table_and_comparison, key="runs_controls")
 
 
 def table_and_comparison(picked: tuple) -> None:

@@ -27,7 +27,7 @@ def _controls_script():
         part = ui.segmented_control("Part", ["p", "q"], default="q", key="part")
         return letter, tuple(cols), flag, text, part
 
-    widgets.controls_then(controls, lambda values: st.markdown(f"content {values}"))
+    widgets.controls_then(controls, lambda values: st.markdown(f"content {values}"), key="test")
 
 
 def _content(at: AppTest) -> str:
@@ -51,6 +51,27 @@ def test_the_content_is_drawn_with_what_the_widgets_show():
     at.run()
     assert at.multiselect(key="cols").value == ["x"]
     assert _content(at) == "content ('c', ('x',), True, 'model_1', 'q')"
+
+
+def _misread_script():
+    import streamlit as st
+
+    import widgets
+
+    st.session_state["runs"] = st.session_state.get("runs", 0) + 1
+
+    def controls(ui):  # a widget whose drawn value Peek cannot know (no key): drawn once more, never in a loop
+        return ui.text_input("Search", value="x") if ui is st else ""
+
+    widgets.controls_then(controls, lambda values: st.markdown(f"content {values!r}"), key="test")
+
+
+def test_a_widget_peek_misreads_reruns_the_section_once_not_forever():
+    at = AppTest.from_function(_misread_script).run()
+    assert not at.exception
+    assert at.session_state["runs"] == 2
+    at.run()
+    assert at.session_state["runs"] == 4
 
 
 def test_the_widgets_stand_above_the_content_they_control():
