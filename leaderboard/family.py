@@ -149,7 +149,8 @@ def figure_tab_key(family: str) -> str:
 
 
 def draw_figures(ctx: sections.Ctx, figs) -> None:
-    """The family's figures in tabs, the open one drawn (the others are drawn when their tab is opened)."""
+    """The family's figures in tabs, the open one drawn (the others are drawn when their tab is opened); on a
+    session's first page, once the browser has drawn the ranking (``widgets.after_first_table``)."""
     shown = []
     for fig in figs:
         if fig.kind not in DRAW:
@@ -159,14 +160,14 @@ def draw_figures(ctx: sections.Ctx, figs) -> None:
             shown.append(fig)
     if not shown:
         return
+    if not widgets.after_first_table(f"{ctx.prefix}_figures", "the figures"):
+        return
     labels = list(dict.fromkeys(TAB.get(f.kind, f.kind) for f in shown))
     tabs = dict(zip(labels, st.tabs(labels, on_change="rerun", key=figure_tab_key(ctx.family)), strict=True))
     for fig in shown:
         tab = tabs[TAB.get(fig.kind, fig.kind)]
         if tab.open:
             with tab:
-                if not widgets.after_first_table(f"{ctx.prefix}_figure", "the figure"):
-                    return
                 DRAW[fig.kind](ctx, fig)
 
 

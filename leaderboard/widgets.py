@@ -92,20 +92,23 @@ PENDING = "after_first_table"
 _WAITING = "first_table_waiting"
 
 
-def after_first_table(key: str, what: str) -> bool:
-    """True once this session's browser has drawn a table; until then, holds ``what``'s place with a line that
-    says it follows and returns False (the caller draws nothing more), and ``report_first_table`` waits for the
-    table. ``key``: unique on the page.
+def after_first_table(key: str, what: str | None = None) -> bool:
+    """True once this session's browser has drawn a table; until then, holds the place of what follows (with a
+    line that says ``what`` follows, when given) and returns False (the caller draws nothing more), and
+    ``report_first_table`` waits for the table. ``key``: unique on the page.
 
-    A section's figure and a page's second table wait for it the first time a session opens a page: Plotly's code
-    (a 4.7 MB chunk) evaluated, or a second grid and its widgets drawn, before the ranking grid's first draw held
-    the ranking back by ~0.7 s on one page load in two (``benchmarks/leaderboard_browser.py``); a script rerun
-    without the browser's word came too soon to help. Later figures of the session are drawn at once."""
+    What stands below a page's first table waits for it the first time a session opens a page: Plotly's code (a
+    4.7 MB chunk) evaluated, or a second grid and its widgets drawn, before the ranking grid's first draw held the
+    ranking back by ~0.7 s on one page load in two, and the page control and the figures' tabs drawn in the same
+    batch by ~0.09 s (``benchmarks/leaderboard_browser.py``); a script rerun without the browser's word came too
+    soon to help. Nothing above the table waits (it would move the table as it appears). Later pages of the session
+    are drawn at once."""
     if st.session_state.get(TABLE_DRAWN):
         return True
     st.session_state[_WAITING] = True
     with st.container(key=f"{key}_{PENDING}"):
-        st.caption(f"Drawing {what} once the table above is on screen…")
+        if what:
+            st.caption(f"Drawing {what} once the table above is on screen…")
     return False
 
 
@@ -469,7 +472,8 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
     # one table as wide as the page: the pinned columns (rank, model, the ranked metric and its interval) stay in
     # view while the others scroll sideways, instead of a second table of the columns that did not fit
     st.dataframe(shown, column_config=config, hide_index=True, key=key, width="stretch")
-    page_control(len(frame), page_key, bounds)
+    if after_first_table(page_key):
+        page_control(len(frame), page_key, bounds)
     return frame
 
 

@@ -129,7 +129,8 @@ def table_and_comparison(picked: tuple) -> None:
                          column_config={"link": st.column_config.LinkColumn("MLflow", display_text="open run",
                                                                             pinned=True),
                                         "run_name": st.column_config.TextColumn("run", pinned=True)})
-    widgets.page_control(n_matching, PAGE_KEY, bounds)
+    if widgets.after_first_table(PAGE_KEY):
+        widgets.page_control(n_matching, PAGE_KEY, bounds)
     picked = runs.iloc[list(event.selection.rows)] if event and event.selection.rows else runs.iloc[:0]
     if len(picked) >= 2:
         compare(picked)

@@ -94,13 +94,15 @@ def test_figures_wait_for_the_first_table(monkeypatch, filled_index, page, famil
     assert len(at.dataframe) == 1  # the ranking, sent first
     assert not at.get("plotly_chart")
     pending = _figure_pending(at)
-    assert "Drawing the figure once the table above is on screen…" in pending
+    assert "Drawing the figures once the table above is on screen…" in pending
+    assert not at.tabs and not at.number_input  # nothing below the table but the places held
     if second:
         assert f"Drawing {second} once the table above is on screen…" in pending
     # the browser's report (widgets.report_first_table's component sets it)
     at.session_state["table_on_screen"] = True
     at.run()
     assert not _figure_pending(at)
+    assert at.tabs  # the figures' tabs, the open one drawn
     assert len(at.get("plotly_chart")) == 1
     assert f"{load_schema().metrics[load_schema().families[family].main_metric].display}" in \
         " ".join(c.proto.spec for c in at.get("plotly_chart"))
