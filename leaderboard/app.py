@@ -1,6 +1,7 @@
 """Countboard leaderboard: ``countboard leaderboard`` (or ``streamlit run leaderboard/app.py -- --db index.duckdb``).
 
-``st.navigation`` over the modules of ``views/`` (one per page, each a ``main()``; not ``pages/``, which Streamlit would also serve on its own: a page opened by its address ran without this file): the Overview, one page per
+``st.navigation`` over the modules of ``views/`` (one per page, each a ``main()``; not ``pages/``, which Streamlit
+would also serve on its own: a page opened by its address ran without this file): the Overview, one page per
 schema ``page`` key (families whose ``page`` names it), the runs and the annotation page. Every page reads the
 DuckDB index read-only through ``data``; nothing connects at import time. Streamlit puts this file's folder on
 ``sys.path``, so the pages import the shared modules (``data``, ``widgets``…) by name.
@@ -19,10 +20,9 @@ from countboard.schema import load_schema
 
 _HERE = Path(__file__).resolve().parent
 
-# (module under views/, url path), shared with the server that serves them (``leaderboard_serve``). No icons:
-# Streamlit fetches ":material/…:" icons from fonts.gstatic.com, emoji need an emoji font, and the app requests
-# nothing outside its own server.
-PAGES = LEADERBOARD_PAGES
+# The pages are ``countboard.paths.LEADERBOARD_PAGES`` (module under views/, url path), which the server that
+# serves them reads too (``leaderboard_serve``). No icons: Streamlit fetches ":material/…:" icons from
+# fonts.gstatic.com, emoji need an emoji font, and the app requests nothing outside its own server.
 FIXED_TITLES = {"overview": "Overview", "runs": "Runs", "annotate": "Annotate",
                 "numeracy": "Text-to-image numeracy"}
 
@@ -41,7 +41,7 @@ def main() -> None:
     st.set_page_config(page_title="Countboard", layout="wide")
     pages = [st.Page(page_file(module), title=FIXED_TITLES.get(module) or page_title(module),
                      url_path=url or None, default=not url)
-             for module, url in PAGES]
+             for module, url in LEADERBOARD_PAGES]
     nav = st.navigation(pages)
     st.sidebar.caption(f"Index: `{data.db_path()}`")
     nav.run()

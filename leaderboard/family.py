@@ -4,8 +4,9 @@ control that follows the ``?section=`` query parameter), each with its filters, 
 The figures sit in tabs below the ranking, one figure per tab, and only the open tab's figure is computed and sent
 (the first, the ranked metric with its interval, unless another tab was picked). What reaches the browser first is
 the ranking table: the section sends it before its filters and metric picker (drawn above it), and the first time a
-session opens a page its figure is sent once the browser reports the table drawn (``widgets.table_on_screen``), so
-that Plotly's code never runs before the grid's first draw (``benchmarks/leaderboard_browser.py``)."""
+session opens a page what stands below the table is sent once the browser reports the table drawn
+(``widgets.after_first_table``), so that Plotly's code never runs before the grid's first draw
+(``benchmarks/leaderboard_browser.py``)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def render_page(page: str, title: str | None = None) -> None:
         st.query_params[SECTION_PARAM] = key
         family_section(key, heading=True)
 
-    widgets.controls_then(picker, section, key=f"{page}_section")  # the section's table is sent before the control drawn above it
+    # the section's table is sent before the control (drawn above it)
+    widgets.controls_then(picker, section, key=f"{page}_section")
 
 
 @st.fragment

@@ -18,7 +18,7 @@ MISSING = "—"
 #: sent 1,200 entries (865 kB) in one message; a page control after the table shows the others.
 PAGE_ROWS = 100
 
-#: Session-state key, set once the session's browser has drawn a ranking table (``table_on_screen``).
+#: Session-state key, set once the session's browser has drawn a table (``report_first_table``).
 TABLE_DRAWN = "table_on_screen"
 # Reports, once, that a table's grid is drawn in the page (or that 3 s have passed: a page whose table is hidden
 # still gets its figures). No HTML, no request: it only reads the page's DOM.
@@ -85,8 +85,8 @@ def run_picker(runs: pd.DataFrame, unit: str, default_n: int, key: str) -> tuple
     return run_id, annot, n
 
 
-#: End of the key of the container that holds a figure's or a second table's place until the session's first
-#: table is on screen (its class, ``st-key-…_after_first_table``, tells a browser test or benchmark that the page
+#: End of the key of the container that holds the place of what stands below the session's first table until it
+#: is on screen (its class, ``st-key-…_after_first_table``, tells a browser test or benchmark that the page
 #: is still being drawn).
 PENDING = "after_first_table"
 _WAITING = "first_table_waiting"
@@ -110,6 +110,16 @@ def after_first_table(key: str, what: str | None = None) -> bool:
         if what:
             st.caption(f"Drawing {what} once the table above is on screen…")
     return False
+
+
+def second_table_ready(family: str, none_yet: str, key: str, what: str) -> bool:
+    """Whether a page's table below its ranking (a paper's table of ``family``) can be drawn now: not when the
+    family has no runs (``none_yet`` says so), nor before the session's first table is on screen
+    (``after_first_table``: its place is held)."""
+    if not data.has_family_view(family) or data.choices(family).empty:
+        st.info(none_yet)
+        return False
+    return after_first_table(key, what)
 
 
 def report_first_table() -> None:

@@ -25,11 +25,9 @@ FAMILY = "counters"
 def paper_table() -> None:
     """Tables 1-2 of the PrACo paper (NMN, PCCN, CntP, CntR, CntF1, MAE, RMSE), as CSV and LaTeX downloads."""
     st.header("The paper's table (PrACo Tables 1-2)")
-    if not data.has_family_view(FAMILY) or data.choices(FAMILY).empty:
-        st.info("No counter runs yet: the table fills from praco_negative, praco_mosaic and classic runs, and "
-                "from results imported with `countboard import-praco`.")
-        return
-    if not widgets.after_first_table("praco_table", "the paper's table"):
+    if not widgets.second_table_ready(FAMILY, "No counter runs yet: the table fills from praco_negative, "
+                                      "praco_mosaic and classic runs, and from results imported with "
+                                      "`countboard import-praco`.", "praco_table", "the paper's table"):
         return
     choices = data.choices(FAMILY).dropna()
     cols = st.columns(3)

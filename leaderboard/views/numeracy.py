@@ -19,10 +19,8 @@ AUTOMETRICS = "generator_autometrics"
 def autometrics_table() -> None:
     """GeckoNum Table 3 (✓ where p < 0.05) and the metrics ranked by AUROC per generator, as CSV and LaTeX."""
     st.header("Auto-eval metrics (GeckoNum Table 3)")
-    if not data.has_family_view(AUTOMETRICS) or data.choices(AUTOMETRICS).empty:
-        st.info("No geckonum_autometrics runs yet: run `task=geckonum_autometrics` on `model=geckonum_release`.")
-        return
-    if not widgets.after_first_table("table3", "Table 3"):
+    if not widgets.second_table_ready(AUTOMETRICS, "No geckonum_autometrics runs yet: run "
+                                      "`task=geckonum_autometrics` on `model=geckonum_release`.", "table3", "Table 3"):
         return
     rows = data.query(queries.family_rows(AUTOMETRICS))
     marks, ranked = table3(rows), auroc_ranking(rows)

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from countboard.commands.leaderboard_serve import PageBaseUrl, _serve_page_base_url, base_url_script
-from countboard.paths import LEADERBOARD_PAGE_PATHS
+from countboard.paths import LEADERBOARD_PAGE_PATHS, LEADERBOARD_PAGES, leaderboard_dir
 
 HTML = b"<!DOCTYPE html><html><head><title>x</title><script type=module src=./static/js/index.js></script></head></html>"
 SCRIPT = base_url_script(("counters", "runs"))
@@ -96,10 +96,12 @@ def test_the_script_names_every_page_of_the_board():
     assert script.startswith("<script>") and script.endswith("</script>")
 
 
-def test_the_board_app_lists_the_same_pages():
-    import app  # leaderboard/app.py (on sys.path through this folder's conftest)
-
-    assert tuple(url for _, url in app.PAGES if url) == LEADERBOARD_PAGE_PATHS
+def test_every_page_has_its_module_and_streamlit_has_no_page_folder_of_its_own():
+    """The app registers ``views/<module>.py`` for each page; a ``pages/`` folder beside ``app.py`` would be
+    Streamlit's own page list, run without ``app.py`` when a page is opened by its address."""
+    app_dir = leaderboard_dir()
+    assert all((app_dir / "views" / f"{module}.py").is_file() for module, _ in LEADERBOARD_PAGES)
+    assert not (app_dir / "pages").exists()
 
 
 def test_streamlits_server_is_wrapped(monkeypatch):

@@ -89,9 +89,8 @@ class PageBaseUrl:
         self.script = script
 
     async def __call__(self, scope, receive, send):
-        path = scope.get("path", "") if scope.get("type") == "http" else ""
         if scope.get("type") != "http" or scope.get("method") not in ("GET", "HEAD") \
-                or any(part in path for part in _NOT_PAGES):
+                or any(part in scope.get("path", "") for part in _NOT_PAGES):
             await self.app(scope, receive, send)
             return
         dropped = {b"accept-encoding", b"if-none-match", b"if-modified-since"}
