@@ -161,6 +161,12 @@ def family_title(key: str) -> str:
     return fam.display if fam else key.replace("_", " ").capitalize()
 
 
+def section_label(key: str) -> str:
+    """A family's name in its page's section control (the schema's short ``section``, else its title)."""
+    fam = family(key)
+    return fam.section_label if fam else family_title(key)
+
+
 def metric_display(key: str) -> str:
     info = load_schema().metrics.get(key)
     return info.display if info else key

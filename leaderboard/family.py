@@ -77,7 +77,7 @@ def render_page(page: str, title: str | None = None) -> None:
         st.session_state[f"{page}_section"] = wanted
 
     def picker(ui) -> str:
-        return ui.segmented_control("Section", keys, format_func=data.family_title, key=f"{page}_section",
+        return ui.segmented_control("Section", keys, format_func=data.section_label, key=f"{page}_section",
                                     default=keys[0]) or keys[0]
 
     def section(key: str) -> None:

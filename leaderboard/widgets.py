@@ -90,6 +90,7 @@ def run_picker(runs: pd.DataFrame, unit: str, default_n: int, key: str) -> tuple
 #: is still being drawn).
 PENDING = "after_first_table"
 _WAITING = "first_table_waiting"
+_TABLE_SENT = "first_table_sent"  # this run's content sent a table (``table``), read by ``controls_then``
 
 
 def after_first_table(key: str, what: str | None = None) -> bool:
@@ -158,18 +159,53 @@ def empty_state(family: str) -> None:
         st.caption("There is no index file yet: `countboard index` creates it from the MLflow store.")
 
 
+#: Heights (px) of the controls as Streamlit draws them in a wide page (its default theme): a labelled input (select
+#: box, multiselect, text input), a segmented control, a toggle, a one-line caption, and the gap between elements.
+#: ``Peek.height`` adds them up to hold the controls' place while the first table is drawn (``controls_then``);
+#: the browser test checks that the table stays where it is when the controls arrive.
+HEIGHTS = {"selectbox": 68.0, "multiselect": 68.0, "text_input": 68.0, "segmented_control": 60.0, "toggle": 24.0,
+           "caption": 22.4}
+GAP = 16.0
+
+
 class Peek:
     """Stands in for ``st`` when a section reads its controls before drawing them: each widget returns what the
     drawn widget will (its value in session state, from the previous run or an interaction, else its default)
-    and draws nothing. A section that draws its table before its controls (``controls_then``) reads them so."""
+    and draws nothing. A section that draws its table before its controls (``controls_then``) reads them so.
+    It also notes the controls' layout, to tell how tall they will be (``height``).
+
+    Example (a row of two select boxes, then a toggle):
+        >>> ui = Peek()
+        >>> left, right = ui.columns(2)
+        >>> left.selectbox("Dataset", ["All"]), right.selectbox("Split", ["All", "test"], index=1)
+        ('All', 'test')
+        >>> ui.toggle("Include partial runs")
+        False
+        >>> ui.height()  # 68 + 16 + 24
+        108.0
+    """
+
+    def __init__(self):
+        self._items: list[float | list[Peek]] = []  # top to bottom: an element's height, or a row of columns
+
+    def height(self) -> float:
+        """How tall the controls read so far are when drawn (a row of columns: its tallest column)."""
+        parts = [max((c.height() for c in x), default=0.0) if isinstance(x, list) else x for x in self._items]
+        return sum(parts) + GAP * max(len(parts) - 1, 0)
 
     def columns(self, spec, **_) -> list[Peek]:
-        return [self] * (spec if isinstance(spec, int) else len(spec))
+        row = [Peek() for _ in range(spec if isinstance(spec, int) else len(spec))]
+        self._items.append(row)
+        return row
+
+    def _add(self, kind: str) -> None:
+        self._items.append(HEIGHTS[kind])
 
     def caption(self, *_, **__) -> None:
-        return None
+        self._add("caption")
 
     def selectbox(self, label, options, index=0, key=None, **_):
+        self._add("selectbox")
         options = list(options)
         value = st.session_state.get(key, _UNSET) if key else _UNSET
         if value is not _UNSET and value in options:
@@ -177,16 +213,20 @@ class Peek:
         return options[index] if options and index is not None else None
 
     def multiselect(self, label, options, default=None, key=None, **_) -> list:
+        self._add("multiselect")
         value = st.session_state.get(key) if key else None
         return list(value) if value is not None else list(default or [])
 
     def toggle(self, label, value=False, key=None, **_) -> bool:
+        self._add("toggle")
         return bool(st.session_state.get(key, value)) if key else value
 
     def text_input(self, label, value="", key=None, **_) -> str:
+        self._add("text_input")
         return str(st.session_state.get(key, value) or "") if key else value
 
     def segmented_control(self, label, options, default=None, key=None, **_):
+        self._add("segmented_control")
         options = list(options)
         value = st.session_state.get(key, default) if key else default
         return value if value in options else None
@@ -201,13 +241,24 @@ def controls_then(controls, content, key: str, fragment: bool = False):
     ``controls(ui)`` draws the widgets through ``ui`` (``st``, or a ``Peek`` that only reads their values) and
     returns their values. The browser gets the content's table first, so that it is drawn before the widgets'
     components load (on a page with a dozen widgets the table came 1.3-2x later than on a page with one); the
-    widgets still appear above it, in a container made first. When the values the drawn widgets return differ
+    widgets still appear above it, in a container made first. The first time a session opens a page, when the
+    content sent a table (``table``), the widgets wait until the browser reports it drawn (as what stands below it
+    does, ``after_first_table``): their place is held at the height they will have, so the table does not move
+    when they come. Drawn in the same batch as the table, their components' code still held the grid's first draw
+    back by 0.1-0.2 s (``benchmarks/leaderboard_browser.py``). When the values the drawn widgets return differ
     from those read before (a choice that no longer exists, e.g. a split of another dataset), the section runs
     again with them, once (``fragment``: only the fragment that called this, when it is a fragment's own run;
     ``key``: unique on the page, it keeps whether this call has just rerun)."""
     top = st.container()
-    values = controls(Peek())
+    peek = Peek()
+    values = controls(peek)
+    st.session_state[_TABLE_SENT] = False
     out = content(values)
+    if st.session_state.get(_TABLE_SENT) and not st.session_state.get(TABLE_DRAWN) and peek.height() > 0:
+        st.session_state[_WAITING] = True
+        with top:
+            st.container(height=round(peek.height()), border=False, key=f"{key}_{PENDING}")
+        return out
     with top:
         drawn = controls(st)
     flag = f"{key}_rerun"
@@ -216,6 +267,13 @@ def controls_then(controls, content, key: str, fragment: bool = False):
     if st.session_state[flag]:
         st.rerun(scope="fragment" if fragment and _fragment_run() else "app")
     return out
+
+
+def table(data, **kwargs):
+    """``st.dataframe(data, **kwargs)`` for a page's first table: ``controls_then`` holds the controls above it
+    until the browser has drawn it."""
+    st.session_state[_TABLE_SENT] = True
+    return st.dataframe(data, **kwargs)
 
 
 def _fragment_run() -> bool:
@@ -481,7 +539,7 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
     shown, config = with_dashes(frame.iloc[bounds[0]:bounds[1]], config, formats)
     # one table as wide as the page: the pinned columns (rank, model, the ranked metric and its interval) stay in
     # view while the others scroll sideways, instead of a second table of the columns that did not fit
-    st.dataframe(shown, column_config=config, hide_index=True, key=key, width="stretch")
+    table(shown, column_config=config, hide_index=True, key=key, width="stretch")
     if after_first_table(page_key):
         page_control(len(frame), page_key, bounds)
     return frame

@@ -66,7 +66,7 @@ def filters(facets: pd.DataFrame, ui=st) -> tuple:
                                                + (f", {r.n_failed} failed" if r.n_failed else "")
                                   for r in sweeps.itertuples()}
     top = ui.columns([2, 2, 1, 1])
-    text = top[0].text_input("Search (id, name, model, dataset, task, family)", key="runs_search").strip()
+    text = top[0].text_input("Search", key="runs_search", placeholder="id, name, model, dataset, task, family").strip()
     sweep = top[1].selectbox("Sweep (parent run → its children)", list(labels), format_func=labels.get,
                              key="runs_sweep")
     family = top[2].selectbox("Family", [ALL, *sorted(facets.family.dropna().unique())], key="runs_family")
@@ -125,10 +125,10 @@ def table_and_comparison(picked: tuple) -> None:
     text = {"error": object, MISSING_METRICS: object}  # a missing value shows as an empty cell, not "None"
     shown = widgets.dashes(runs.drop(columns=["experiment_id", "n_matching"]).astype(text)
                            .fillna(dict.fromkeys(text, "")))
-    event = st.dataframe(shown, hide_index=True, key="runs_table", on_select="rerun", selection_mode="multi-row",
-                         column_config={"link": st.column_config.LinkColumn("MLflow", display_text="open run",
-                                                                            pinned=True),
-                                        "run_name": st.column_config.TextColumn("run", pinned=True)})
+    event = widgets.table(shown, hide_index=True, key="runs_table", on_select="rerun", selection_mode="multi-row",
+                          column_config={"link": st.column_config.LinkColumn("MLflow", display_text="open run",
+                                                                             pinned=True),
+                                         "run_name": st.column_config.TextColumn("run", pinned=True)})
     if widgets.after_first_table(PAGE_KEY):
         widgets.page_control(n_matching, PAGE_KEY, bounds)
     picked = runs.iloc[list(event.selection.rows)] if event and event.selection.rows else runs.iloc[:0]

@@ -1,5 +1,5 @@
 """What a page sends first: its table. Filters drawn after the table they control (``widgets.controls_then``), and
-figures and second tables held until the browser reports the session's first table drawn
+filters, figures and second tables held until the browser reports the session's first table drawn
 (``widgets.after_first_table``)."""
 
 from __future__ import annotations
@@ -74,6 +74,75 @@ def test_a_widget_peek_misreads_reruns_the_section_once_not_forever():
     assert at.session_state["runs"] == 4
 
 
+def _table_script():
+    import pandas as pd
+    import streamlit as st
+
+    import widgets
+
+    st.session_state["runs"] = st.session_state.get("runs", 0) + 1
+
+    def controls(ui):
+        left, right = ui.columns(2)
+        return left.selectbox("Letter", ["a", "b"], key="letter"), right.toggle("Flag", key="flag")
+
+    def content(values):
+        if st.session_state.get("with_table", True):
+            widgets.table(pd.DataFrame({"letter": [values[0]]}))
+        else:
+            st.info("No runs match these filters.")
+
+    widgets.controls_then(controls, content, key="test")
+    widgets.report_first_table()
+
+
+def _held(at: AppTest) -> list:
+    """The blocks holding a place until the first table is drawn (their id ends with the key's suffix)."""
+    found, todo = [], list(at.main.children.values())
+    while todo:
+        node = todo.pop()
+        if getattr(getattr(node, "proto", None), "id", "").endswith("_after_first_table"):
+            found.append(node)
+        todo.extend(getattr(node, "children", {}).values())
+    return found
+
+
+def test_the_widgets_wait_for_the_table_they_control_in_a_place_held_at_their_height():
+    at = AppTest.from_function(_table_script).run()
+    assert not at.exception
+    assert len(at.dataframe) == 1 and not at.selectbox and not at.toggle  # the table alone, first
+    held = _held(at)
+    assert len(held) == 1 and held[0].proto.height_config.pixel_height == 68  # max(68, 24): one row of columns
+    at.session_state["table_on_screen"] = True  # the browser's report
+    runs = at.session_state["runs"]
+    at.run()
+    assert at.selectbox(key="letter").value == "a" and at.toggle(key="flag").value is False
+    assert not _held(at) and len(at.dataframe) == 1
+    assert at.session_state["runs"] == runs + 1  # the values read before are those drawn: no second run
+
+
+def test_without_a_table_the_widgets_do_not_wait():
+    """Filters that leave no runs: nothing will report a table, and the filters are what the user needs."""
+    at = AppTest.from_function(_table_script)
+    at.session_state["with_table"] = False
+    at.run()
+    assert at.selectbox(key="letter").value == "a" and at.info and not _held(at)
+
+
+def test_peek_tells_the_controls_height_from_their_layout():
+    import widgets
+
+    ui = widgets.Peek()
+    left, right = ui.columns([1, 2])
+    left.selectbox("Dataset", ["All"])
+    right.multiselect("Columns", ["a"])
+    right.caption("a line")
+    ui.toggle("Flag")
+    # a row as tall as its tallest column (68 + 16 + 22.4), the gap, the toggle
+    assert ui.height() == pytest.approx(106.4 + 16 + 24)
+    assert widgets.Peek().height() == 0
+
+
 def test_the_widgets_stand_above_the_content_they_control():
     at = AppTest.from_function(_controls_script).run()
     order = [type(e).__name__ for e in at.main]
@@ -96,12 +165,14 @@ def test_figures_wait_for_the_first_table(monkeypatch, filled_index, page, famil
     pending = _figure_pending(at)
     assert "Drawing the figures once the table above is on screen…" in pending
     assert not at.tabs and not at.number_input  # nothing below the table but the places held
+    assert not at.selectbox and not at.multiselect  # nor above it: the filters' place is held too
     if second:
         assert f"Drawing {second} once the table above is on screen…" in pending
     # the browser's report (widgets.report_first_table's component sets it)
     at.session_state["table_on_screen"] = True
     at.run()
     assert not _figure_pending(at)
+    assert at.selectbox(key=f"f_{family}_sort").value and at.multiselect(key=f"f_{family}_cols").value  # the filters
     assert at.tabs  # the figures' tabs, the open one drawn
     assert len(at.get("plotly_chart")) == 1
     assert f"{load_schema().metrics[load_schema().families[family].main_metric].display}" in \

@@ -278,20 +278,28 @@ def test_counters_and_grounding_rank_with_intervals(rendered, page):
     assert "with its 90% interval" in text and "P(A > B)" in text  # the chart, and the tab of the pairwise one
 
 
-# Records, in the page, which came first: the first table's grid or the first Plotly chart.
+# Records, in the page, what came in which order: the first table's grid, the filters above it, the first Plotly
+# chart; and where the grid's top was when it came.
 ORDER = """(() => {
   window.__order = [];
-  const parts = [['table', '[data-testid="stDataFrame"] canvas'], ['chart', '[data-testid="stPlotlyChart"] .main-svg']];
+  const parts = [['table', '[data-testid="stDataFrame"] canvas'], ['chart', '[data-testid="stPlotlyChart"] .main-svg'],
+                 ['filters', '[data-testid="stMain"] [data-testid="stSelectbox"]']];
   new MutationObserver(() => {
     for (const [name, css] of parts)
-      if (!window.__order.includes(name) && document.querySelector(css)) window.__order.push(name);
+      if (!window.__order.includes(name) && document.querySelector(css)) {
+        window.__order.push(name);
+        if (name === 'table') window.__tableTop = tableTop();
+      }
   }).observe(document, {subtree: true, childList: true});
+  window.tableTop = () => document.querySelector('[data-testid="stDataFrame"]').getBoundingClientRect().top
+    + window.scrollY;
 })()"""
 
 
 def test_a_page_opened_by_its_address_draws_its_table_before_any_chart(server):
     """A bookmark or a reload of ``/counters``: the app's own script runs (its sidebar line, its title), the client
-    finds the server without asking ``/counters/_stcore/health`` first, and the ranking is drawn before the chart."""
+    finds the server without asking ``/counters/_stcore/health`` first, and the ranking is drawn before the filters
+    above it (into the place held for them, the table stays where it is) and before the chart."""
     with browser() as b:
         watched = Watched(b, width=1280, height=1600)
         page = watched.page
@@ -299,8 +307,11 @@ def test_a_page_opened_by_its_address_draws_its_table_before_any_chart(server):
         with watched.shot_on_failure(ARTIFACTS / "counters-by-address-failure.png"):
             page.goto(f"{server}/counters")
             probe = _settle(page, "counters")
-            page.wait_for_function("window.__order.length === 2", timeout=60_000)
-            assert page.evaluate("window.__order") == ["table", "chart"]
+            page.wait_for_function("window.__order.length === 3", timeout=60_000)
+            order = page.evaluate("window.__order")
+            assert order[0] == "table" and set(order) == {"table", "filters", "chart"}, order
+            # the filters came into the place held for them: the table did not move
+            assert abs(page.evaluate("tableTop()") - page.evaluate("window.__tableTop")) <= 2
             assert probe["exceptions"] == 0 and "Prompt-aware counters" in probe["text"]
             assert "Index:" in page.inner_text('[data-testid="stSidebar"]')  # app.py ran, not the page alone
             assert "Countboard" in page.title()

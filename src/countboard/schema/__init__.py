@@ -7,7 +7,8 @@ bounds under ``interval`` (``low``, ``high``, ``level``); a bootstrap interval o
 ``interval: {bootstrap: <units>, count: <metric holding their number>}`` and gets its bounds ``<key>__low`` and
 ``<key>__high`` declared here (level 0.9 unless given; see ``countboard.metrics.bootstrap``). A family says where the leaderboard shows it (``page``),
 which metrics its table shows first (``columns``), which view columns split its entries into separate rankings
-(``levels``, e.g. the GeckoNum task) and which figures its page draws (``figures``, see ``docs/leaderboard.md``).
+(``levels``, e.g. the GeckoNum task), which figures its page draws (``figures``, see ``docs/leaderboard.md``) and,
+on a page of several families, its short name in the page's section control (``section``; default ``display``).
 """
 
 from __future__ import annotations
@@ -85,6 +86,11 @@ class FamilyInfo:
     columns: tuple[str, ...] = ()
     levels: tuple[LevelInfo, ...] = ()
     figures: tuple[FigureInfo, ...] = ()
+    section: str = ""  # its name in its page's section control, when ``display`` is too long for it
+
+    @property
+    def section_label(self) -> str:
+        return self.section or self.display
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,7 @@ def _family(key: str, f: dict) -> FamilyInfo:
                       model_kinds=tuple(f.get("model_kinds", ())), description=f.get("description", ""),
                       page=f.get("page", ""), columns=tuple(f.get("columns") or ()),
                       levels=tuple(LevelInfo(column=c, display=d) for c, d in (f.get("levels") or {}).items()),
-                      figures=tuple(figures))
+                      figures=tuple(figures), section=f.get("section", ""))
 
 
 def _check(metrics: dict[str, MetricInfo], families: dict[str, FamilyInfo]) -> None:
