@@ -42,7 +42,7 @@ def serve(path: str, body: bytes, content_type: bytes, method: str = "GET", chun
 
     scope = {"type": "http", "method": method, "path": path,
              "headers": [(b"accept-encoding", b"gzip"), (b"if-none-match", b'"abc"'), (b"host", b"x")]}
-    asyncio.run(PageBaseUrl(app, SCRIPT)(scope, receive, send))
+    asyncio.run(PageBaseUrl(app, SCRIPT, ("", "counters", "runs"))(scope, receive, send))
     return seen["headers"], sent
 
 
@@ -54,7 +54,7 @@ def headers_of(sent: list[dict]) -> dict:
     return dict(next(m for m in sent if m["type"] == "http.response.start")["headers"])
 
 
-@pytest.mark.parametrize("path", ["/", "/runs", "/board/counters"])
+@pytest.mark.parametrize("path", ["/runs", "/runs/", "/board/counters"])
 @pytest.mark.parametrize("chunks", [1, 3])
 def test_the_page_gets_the_script_first_in_its_head(path, chunks):
     asked, sent = serve(path, HTML, b"text/html; charset=utf-8", chunks=chunks)
@@ -75,6 +75,11 @@ def test_head_requests_get_the_rewritten_length_and_no_body():
 
 
 @pytest.mark.parametrize(("path", "content_type", "encoding"), [
+    # the Overview (also the board behind a proxy whose path prefix is a page's name: its /runs/ reaches the
+    # server as /): the client finds the server where it is
+    ("/", b"text/html", None),
+    ("/board/", b"text/html", None),  # the Overview under Streamlit's own base path
+    ("/elsewhere", b"text/html", None),  # not a page of this board
     ("/static/js/index.js", b"text/javascript", None),  # Streamlit's files
     ("/_stcore/health", b"text/plain", None),  # its endpoints
     ("/_stcore/host-config", b"application/json", None),
@@ -102,6 +107,16 @@ def test_every_page_has_its_module_and_streamlit_has_no_page_folder_of_its_own()
     app_dir = leaderboard_dir()
     assert all((app_dir / "views" / f"{module}.py").is_file() for module, _ in LEADERBOARD_PAGES)
     assert not (app_dir / "pages").exists()
+
+
+@pytest.mark.parametrize(("base", "path", "on_page"), [
+    ("", "/runs", True), ("", "/runs/", True), ("", "/", False), ("", "/board/counters", True),
+    ("runs", "/runs", False), ("runs", "/runs/", False), ("/runs/", "/runs/runs", True),
+    ("runs", "/runs/counters/", True), ("board/x", "/board/x/", False), ("board/x", "/board/x/runs", True)])
+def test_a_base_path_named_like_a_page_is_not_taken_for_it(base, path, on_page):
+    """Streamlit's ``server.baseUrlPath`` (``runs``: the Overview at ``/runs/``) is cut off before the page's name
+    is looked for."""
+    assert PageBaseUrl(None, SCRIPT, ("", "counters", "runs"), base).on_page(path) is on_page
 
 
 def test_streamlits_server_is_wrapped(monkeypatch):

@@ -80,17 +80,29 @@ _NOT_PAGES = ("/_stcore/", "/static/", "/media/", "/component/", "/app/static/")
 
 class PageBaseUrl:
     """ASGI wrapper of Streamlit's app: the app's HTML page (``index.html``, served for ``/`` and every page's
-    address) gets ``script`` at the start of its ``<head>``, before Streamlit's client code; every other request
-    and response passes unchanged. The page is asked for uncompressed and without validators (it is 8 kB and
+    address) gets ``script`` at the start of its ``<head>``, before Streamlit's client code, when the address the
+    server was asked for ends with one of ``page_paths``; every other request and response passes unchanged. The
+    server decides, not the page: behind a proxy whose path prefix is itself a page's name (the board served at
+    ``https://lab/runs/``), the browser's address ``/runs/`` is the Overview, and the server, asked for ``/``,
+    leaves it as Streamlit serves it. The page is asked for uncompressed and without validators (it is 8 kB and
     rewritten here; Streamlit already sends it with ``no-cache``)."""
 
-    def __init__(self, app, script: bytes):
+    def __init__(self, app, script: bytes, page_paths: tuple[str, ...], base_path: str = ""):
         self.app = app
         self.script = script
+        self.page_paths = frozenset(p for p in page_paths if p)
+        self.base = "/" + base_path.strip("/") if base_path.strip("/") else ""  # Streamlit's server.baseUrlPath
+
+    def on_page(self, path: str) -> bool:
+        """Whether ``path`` (as the server got it) is a page's own address, not the Overview's."""
+        if self.base and (path == self.base or path.startswith(self.base + "/")):
+            path = path[len(self.base):]
+        return path.rstrip("/").rsplit("/", 1)[-1] in self.page_paths
 
     async def __call__(self, scope, receive, send):
+        path = scope.get("path", "")
         if scope.get("type") != "http" or scope.get("method") not in ("GET", "HEAD") \
-                or any(part in scope.get("path", "") for part in _NOT_PAGES):
+                or any(part in path for part in _NOT_PAGES) or not self.on_page(path):
             await self.app(scope, receive, send)
             return
         dropped = {b"accept-encoding", b"if-none-match", b"if-modified-since"}
@@ -141,7 +153,12 @@ def _serve_page_base_url(page_paths: tuple[str, ...]) -> None:
         log.debug("Streamlit's server builds its app elsewhere: pages are served unchanged")
         return
     script = base_url_script(page_paths)
-    starlette_server.create_starlette_app = lambda runtime: PageBaseUrl(build(runtime), script)
+    def wrapped(runtime):
+        from streamlit import config
+
+        return PageBaseUrl(build(runtime), script, page_paths, config.get_option("server.baseUrlPath") or "")
+
+    starlette_server.create_starlette_app = wrapped
 
 
 def main(argv: list[str] | None = None) -> int:
