@@ -85,6 +85,25 @@ def test_the_replays_that_fit_now_run_on_their_tasks_own_dataset(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("args", "line"), [
+    (["model=procedural_good", "dataset=shape_prompts", "task=geckonum_autoeval", "model@task.evaluator=owlv2"],
+     "error: cannot load task.evaluator=owlv2 'google/owlv2-"),
+    (["model=story_procedural_good", "dataset=sentiment_stories", "task=text_acs", "task/classifier=llm_zeroshot",
+      "task.classifier.model_id=org/never-cached"],
+     "error: cannot load task.classifier=llm_zeroshot 'org/never-cached': it is not in the Hugging Face cache"),
+], ids=["evaluator", "classifier"])
+def test_a_tasks_own_models_are_checked_before_any_run(tmp_path, args, line):
+    """A task's evaluator or classifier is a model too: without its weights here (offline) the cell stops in one
+    line naming its key (``task.evaluator``), before any run exists; it used to fail once the run was open."""
+    proc = run_sweep(args, tmp_path, check=False)  # offline, as every sweep of the tests
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and lines[-1].startswith(line), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    db = tmp_path / "mlruns" / "mlflow.db"
+    assert not db.exists() or _cells(tmp_path / "mlruns").empty
+
+
+@pytest.mark.slow
 def test_in_a_multirun_the_cells_that_fit_still_run(tmp_path):
     proc = run_sweep(["-m", "model=oracle,sd15", "task=classic", "dataset.images_per_class={train:0,val:0,test:1}",
                       "dataset.multi_class_images=0"], tmp_path, check=False)

@@ -109,7 +109,7 @@ def vlm_node(path) -> dict:
             "model_id": str(path), "max_new_tokens": 1}
 
 
-def test_metrics_are_checked_before_anything_is_built(tiny_vlm):
+def test_metrics_are_checked_before_anything_is_built(tiny_vlm, tmp_path, monkeypatch):
     assert check_metrics(["dsg", "counter", "dsg"], vlm_node(tiny_vlm)) == ("dsg", "counter")
     with pytest.raises(ConfigError, match="choose one or more of clipscore, tifa, dsg, counter"):
         check_metrics(["vnli"], None)
@@ -119,7 +119,25 @@ def test_metrics_are_checked_before_anything_is_built(tiny_vlm):
         check_metrics(["counter", "tifa"], vlm_node(tiny_vlm) | {"model_id": None})
     with pytest.raises(ConfigError, match=r"dsg, which ask a VLM, but task.vlm \(pixel\) is not a model asked in"):
         GeckoNumAutoMetrics.preflight({"metrics": ["dsg"], "vlm": PIXEL})
-    GeckoNumAutoMetrics.preflight({"metrics": ["clipscore"], "vlm": PIXEL})  # no VLM needed
+    # CLIPScore's checkpoint is checked too: not cached while downloads are off, one line naming its key
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ConfigError, match=r"CLIPScore's checkpoint task.clip_model_id 'openai/clip-vit-large-patch14'"
+                                          r": it is not in the Hugging Face cache"):
+        GeckoNumAutoMetrics.preflight({"metrics": ["clipscore"], "vlm": PIXEL})
+    (tmp_path / "clip").mkdir()
+    (tmp_path / "clip" / "config.json").write_text("{}")
+    GeckoNumAutoMetrics.preflight({"metrics": ["clipscore"], "vlm": PIXEL,  # no VLM needed
+                                   "clip_model_id": str(tmp_path / "clip")})
+    # the counter's own check, only when the counter score is asked for, named by its key
+    owl = {"_target_": "countboard.counting.models.owlv2.Owlv2Counter", "name": "owlv2", "model_id": "org/owl"}
+    with pytest.raises(ConfigError, match=r"cannot load task.evaluator=owlv2 'org/owl': it is not in the Hugging "
+                                          r"Face cache .* point task.evaluator.model_id to a local folder"):
+        GeckoNumAutoMetrics.preflight({"metrics": ["counter"], "vlm": PIXEL, "evaluator": owl})
+    GeckoNumAutoMetrics.preflight({"metrics": ["clipscore"], "vlm": PIXEL, "evaluator": owl,
+                                   "clip_model_id": str(tmp_path / "clip")})
 
 
 @pytest.mark.slow

@@ -124,6 +124,27 @@ class Counter(ABC):
         return {}
 
 
+def preflight_node(node: Mapping[str, Any] | None, key: str) -> None:
+    """The own check (``preflight``) of the class that a task's nested config node builds (its evaluator, VLM or
+    classifier), before any run exists, its messages naming ``key`` (``task.evaluator``). A task calls it for the
+    nodes its settings use (an unused VLM preset is not checked). A node without a known class passes: building it
+    reports that."""
+    from hydra.utils import get_class
+
+    from countboard.models.hf_loading import node_key
+
+    if not node or not node.get("_target_"):
+        return
+    try:
+        cls = get_class(str(node["_target_"]))
+    except Exception:
+        return
+    check = getattr(cls, "preflight", None)
+    if check is not None:
+        with node_key(key):
+            check(dict(node))
+
+
 def read_reductions(maps: Sequence[Any], reduce: Callable[[int, Any], Sequence[Any]],
                     first: Sequence[Any] = ()) -> list[list[np.ndarray]]:
     """``reduce(i, maps[i])`` of every map, read with ``first`` (tensors read before them) in one transfer

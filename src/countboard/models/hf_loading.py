@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from countboard.errors import ConfigError
+
+#: The config key of the node a preflight is checking (``model``, or a task's ``task.evaluator``…), named in its
+#: messages (``node_key``).
+_NODE_KEY: ContextVar[str] = ContextVar("node_key", default="model")
+
+
+@contextmanager
+def node_key(key: str) -> Iterator[None]:
+    """Within it, ``check_node_weights`` names the node ``key`` (``task.evaluator``) instead of ``model``."""
+    token = _NODE_KEY.set(key)
+    try:
+        yield
+    finally:
+        _NODE_KEY.reset(token)
 
 
 def check_weights_present(model_id: str, what: str, *, key: str = "model.model_id", marker: str = "config.json",
@@ -42,11 +59,12 @@ def check_weights_present(model_id: str, what: str, *, key: str = "model.model_i
 
 def check_node_weights(node) -> None:
     """``check_weights_present`` for a model config node that loads a transformers checkpoint from
-    ``model_id`` (a node without one loads nothing from the hub and passes)."""
+    ``model_id`` (a node without one loads nothing from the hub and passes), named by its key (``node_key``)."""
     model_id = node.get("model_id")
+    key = _NODE_KEY.get()
     if isinstance(model_id, str) and model_id:
-        check_weights_present(model_id, f"model={node.get('name', '?')}", revision=node.get("revision"),
-                              local_files_only=bool(node.get("local_files_only", False)))
+        check_weights_present(model_id, f"{key}={node.get('name', '?')}", key=f"{key}.model_id",
+                              revision=node.get("revision"), local_files_only=bool(node.get("local_files_only", False)))
 
 
 def load_pretrained(loader, model_id: str, what: str):

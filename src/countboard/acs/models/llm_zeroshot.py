@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from countboard.acs.datasets.text_prompts import SENTIMENT_LABELS
 from countboard.errors import ConfigError
@@ -37,6 +38,10 @@ def parse_label(answer: str, words: Sequence[str]) -> str:
     return found.pop() if len(found) == 1 else str(answer).strip()
 
 
+NO_MODEL_ID = ("task.classifier.model_id is not set: give a chat causal LM's hub id or local folder, or pick a "
+               "preset (task/classifier=llama3_2_3b_instruct)")
+
+
 class LlmZeroShotClassifier(TextClassifier):
     """Any chat causal LM asked for the label of each text (module docstring).
 
@@ -57,8 +62,7 @@ class LlmZeroShotClassifier(TextClassifier):
                  dtype: str = "auto", revision: str | None = None, batch_size: int = 16):
         super().__init__(name, labels, label_map, batch_size)
         if not model_id:
-            raise ConfigError("task.classifier.model_id is not set: give a chat causal LM's hub id or local folder, "
-                              "or pick a preset (task/classifier=llama3_2_3b_instruct)")
+            raise ConfigError(NO_MODEL_ID)
         if "{text}" not in template:
             raise ConfigError(f"task.classifier.template has no {{text}}: write where the text goes, e.g. "
                               f"{DEFAULT_TEMPLATE!r}")
@@ -66,6 +70,15 @@ class LlmZeroShotClassifier(TextClassifier):
         self.settings = {"max_new_tokens": int(max_new_tokens), "system_prompt": system_prompt, "prompt": prompt,
                          "dtype": dtype}
         self._asked = None
+
+    @classmethod
+    def preflight(cls, node: Mapping[str, Any]) -> None:
+        """Before any run exists: a ``model_id`` is set and its checkpoint can be loaded (``check_node_weights``)."""
+        from countboard.models.hf_loading import check_node_weights
+
+        if not node.get("model_id"):
+            raise ConfigError(NO_MODEL_ID)
+        check_node_weights(node)
 
     def load(self, device: str = "cpu") -> None:
         if self._asked is not None and device == self.device:

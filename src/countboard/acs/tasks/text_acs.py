@@ -102,6 +102,13 @@ class TextACSTask(Task):
     path_params = ("human.path",)
     protocol_defaults = {f"human.{f.name}": f.default for f in dataclasses.fields(HumanConfig)}
 
+    @classmethod
+    def preflight(cls, node: Mapping[str, Any]) -> None:
+        """The classifier's own check (a language model's weights), before any run exists."""
+        from countboard.models.base import preflight_node
+
+        preflight_node(node.get("classifier"), "task.classifier")
+
     def __init__(self, classifier: TextClassifier, human: Mapping[str, Any] | None = None,
                  sampler: Mapping[str, Any] | None = None, multiclass: bool = True, bcc_method: str = "auto"):
         if not isinstance(classifier, TextClassifier):

@@ -75,8 +75,18 @@ class GeckoNumAutoMetrics(Task):
 
     @classmethod
     def preflight(cls, node: dict[str, Any]) -> None:
-        """``check_metrics`` and the VLM's own check (a processor that needs ``torchvision``), before any run."""
-        check_metrics(node.get("metrics", (ClipScore.key, CounterScore.key)), node.get("vlm"))
+        """Before any run: ``check_metrics`` with the VLM's own check (its checkpoint, a processor that needs
+        ``torchvision``), and what the chosen metrics load: CLIPScore's checkpoint, the counter's own check."""
+        from countboard.models.base import preflight_node
+        from countboard.models.hf_loading import check_weights_present
+
+        chosen = check_metrics(node.get("metrics", (ClipScore.key, CounterScore.key)), node.get("vlm"))
+        if ClipScore.key in chosen:
+            check_weights_present(str(node.get("clip_model_id", "openai/clip-vit-large-patch14")),
+                                  "CLIPScore's checkpoint task.clip_model_id", key="task.clip_model_id",
+                                  local_files_only=bool(node.get("local_files_only", False)))
+        if CounterScore.key in chosen:
+            preflight_node(node.get("evaluator"), "task.evaluator")
 
     def scorers(self, device: str) -> list:
         """The image scorers of ``metrics`` (CLIPScore, the counter score), built once."""
@@ -229,7 +239,9 @@ def check_metrics(metrics: Sequence[str], vlm: dict[str, Any] | None) -> tuple[s
             raise ConfigError(f"task.metrics has {', '.join(asked)}, which ask a VLM, but task.vlm.model_id is not "
                               "set: choose one with model@task.vlm=vlm_paligemma_3b_pt_448 (or another vlm_* "
                               "preset) or task.vlm.model_id=<hub id or folder>")
-        cls.preflight(vlm)
+        from countboard.models.base import preflight_node
+
+        preflight_node(vlm, "task.vlm")
     return tuple(dict.fromkeys(chosen))
 
 

@@ -235,6 +235,13 @@ class GeckoNumAutoEval(Task):
     }
     path_params = ("human_labels",)
 
+    @classmethod
+    def preflight(cls, node: dict[str, Any]) -> None:
+        """The evaluator's own check (its weights, its packages), before any run exists."""
+        from countboard.models.base import preflight_node
+
+        preflight_node(node.get("evaluator"), "task.evaluator")
+
     def __init__(self, evaluator: dict[str, Any], seeds: Sequence[int] = (0,), n_human: int = 100,
                  human_labels: str = SIMULATED, human_generator: str | None = None, human_error: float = 0.02,
                  n_annotate: int = 100, image_dir: str | None = None, bcc_draws: int = 500, bcc_chains: int = 2,
