@@ -67,8 +67,8 @@ def filters(facets: pd.DataFrame, ui=st) -> tuple:
                                   for r in sweeps.itertuples()}
     top = ui.columns([2, 2, 1, 1])
     text = top[0].text_input("Search", key="runs_search", placeholder="id, name, model, dataset, task, family").strip()
-    sweep = top[1].selectbox("Sweep (parent run → its children)", list(labels), format_func=labels.get,
-                             key="runs_sweep")
+    sweep = top[1].selectbox("Sweep", list(labels), format_func=labels.get, key="runs_sweep",
+                             help="A sweep's parent run: picked, the table lists its children.")
     family = top[2].selectbox("Family", [ALL, *sorted(facets.family.dropna().unique())], key="runs_family")
     status = top[3].selectbox("Status", [ALL, *sorted(facets.status.dropna().unique())], key="runs_status")
     show_sweeps = ui.toggle("Show the sweeps' parent runs", value=False, key="runs_show_sweeps",
