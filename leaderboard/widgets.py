@@ -102,8 +102,8 @@ def after_first_table(key: str, what: str | None = None) -> bool:
     4.7 MB chunk) evaluated, or a second grid and its widgets drawn, before the ranking grid's first draw held the
     ranking back by ~0.7 s on one page load in two, and the page control and the figures' tabs drawn in the same
     batch by ~0.09 s (``benchmarks/leaderboard_browser.py``); a script rerun without the browser's word came too
-    soon to help. Nothing above the table waits (it would move the table as it appears). Later pages of the session
-    are drawn at once."""
+    soon to help. Above the table, the filters wait too, in a place held at their height (``controls_then``).
+    Later pages of the session are drawn at once."""
     if st.session_state.get(TABLE_DRAWN):
         return True
     st.session_state[_WAITING] = True
@@ -243,8 +243,8 @@ def controls_then(controls, content, key: str, fragment: bool = False):
     components load (on a page with a dozen widgets the table came 1.3-2x later than on a page with one); the
     widgets still appear above it, in a container made first. The first time a session opens a page, when the
     content sent a table (``table``), the widgets wait until the browser reports it drawn (as what stands below it
-    does, ``after_first_table``): their place is held at the height they will have, so the table does not move
-    when they come. Drawn in the same batch as the table, their components' code still held the grid's first draw
+    does, ``after_first_table``): their place is held at the height they will have (in a wide window), so the
+    table does not move when they come; once drawn in the session, or in a fragment's own run, they never wait. Drawn in the same batch as the table, their components' code still held the grid's first draw
     back by 0.1-0.2 s (``benchmarks/leaderboard_browser.py``). When the values the drawn widgets return differ
     from those read before (a choice that no longer exists, e.g. a split of another dataset), the section runs
     again with them, once (``fragment``: only the fragment that called this, when it is a fragment's own run;
@@ -254,13 +254,18 @@ def controls_then(controls, content, key: str, fragment: bool = False):
     values = controls(peek)
     st.session_state[_TABLE_SENT] = False
     out = content(values)
-    if st.session_state.get(_TABLE_SENT) and not st.session_state.get(TABLE_DRAWN) and peek.height() > 0:
+    shown = f"{key}_shown"  # the widgets were drawn once in this session: they never wait again
+    if st.session_state.get(_TABLE_SENT) and not st.session_state.get(TABLE_DRAWN) \
+            and not st.session_state.get(shown) and not _fragment_run() and peek.height() > 0:
+        # (not in a fragment's own run: the report's component is placed by the app's whole run only; and not
+        # once drawn: a run that leaves a widget out drops its state, the user's choice)
         st.session_state[_WAITING] = True
         with top:
             st.container(height=round(peek.height()), border=False, key=f"{key}_{PENDING}")
         return out
     with top:
         drawn = controls(st)
+    st.session_state[shown] = True
     flag = f"{key}_rerun"
     again = st.session_state.get(flag, False)
     st.session_state[flag] = drawn != values and not again  # once: a widget Peek misreads never loops

@@ -124,6 +124,14 @@ def test_the_mosaic_refuses_a_model_that_answers_one_number_before_the_run(compo
             _preflight_model(compose_cfg("model=vlm_llava_1_5_7b", *fits))
     with pytest.raises(ConfigError, match="model.model_id is not set"):
         _preflight_model(compose_cfg("model=vlm", "task=classic"))
+    # the same model as a task's node: its settings are named by the task's key
+    from countboard.models.base import preflight_node
+
+    node = {"_target_": "countboard.counting.models.vlm.VlmCounter", "name": "vlm", "model_id": None}
+    with pytest.raises(ConfigError, match=r"^task.vlm.model_id is not set: .* \(model@task.vlm=vlm_llava_1_5_7b"):
+        preflight_node(node, "task.vlm")
+    with pytest.raises(ConfigError, match=r"^task.vlm.question='How many\?' has no \{noun\}"):
+        preflight_node(node | {"model_id": "org/vlm", "question": "How many?"}, "task.vlm")
 
 
 def test_an_open_question_is_judged_by_the_class_the_answer_names(counter, shapes, monkeypatch):

@@ -129,6 +129,20 @@ def test_without_a_table_the_widgets_do_not_wait():
     assert at.selectbox(key="letter").value == "a" and at.info and not _held(at)
 
 
+def test_widgets_once_drawn_never_wait_again_and_keep_what_the_user_chose():
+    """Filters that first left no table (drawn at once), changed until a table comes: they stay, with their
+    values (a run that left them out would drop their state, and no report would come in a fragment's run)."""
+    at = AppTest.from_function(_table_script)
+    at.session_state["with_table"] = False
+    at.run()
+    at.selectbox(key="letter").set_value("b").run()
+    at.session_state["with_table"] = True
+    at.toggle(key="flag").set_value(True).run()
+    assert len(at.dataframe) == 1 and not _held(at)
+    assert at.selectbox(key="letter").value == "b" and at.toggle(key="flag").value is True
+    assert at.dataframe[0].value.letter.tolist() == ["b"]
+
+
 def test_peek_tells_the_controls_height_from_their_layout():
     import widgets
 

@@ -319,7 +319,7 @@ def test_a_ranking_longer_than_a_page_is_paged_with_ranks_over_all_entries(monke
 def test_a_page_of_several_families_names_its_sections_shortly(monkeypatch, filled_index):
     """The section control of a page with several families names them by the schema's short ``section`` (the
     numeracy page's four titles wrapped onto two rows; its place is held at one row's height before the first
-    table is drawn), and a family without one by its display name."""
+    table is drawn)."""
     _, db = filled_index
     schema = load_schema()
     fams = schema.page_families("numeracy")
@@ -329,4 +329,3 @@ def test_a_page_of_several_families_names_its_sections_shortly(monkeypatch, fill
     control = at.get("button_group")[0]
     labels = [o.content for o in control.proto.options]
     assert labels == [f.section for f in fams]
-    assert all(f.section_label == f.display for f in schema.families.values() if not f.section)

@@ -24,6 +24,11 @@ def node_key(key: str) -> Iterator[None]:
         _NODE_KEY.reset(token)
 
 
+def current_node_key() -> str:
+    """The key of the node being checked: ``model``, or a task's ``task.vlm``… (``node_key``)."""
+    return _NODE_KEY.get()
+
+
 def check_weights_present(model_id: str, what: str, *, key: str = "model.model_id", marker: str = "config.json",
                           local_files_only: bool = False, revision: str | None = None) -> None:
     """Before any run exists, one ``ConfigError`` line when the weights under ``model_id`` cannot be there: a local

@@ -116,11 +116,17 @@ class VlmCounter(Counter):
 
 
 def check_settings(question: str, answers: str, model_id: str | None = "") -> None:
+    """The settings of a model asked in words, named by the node's key (``model``, or a task's ``task.vlm``)."""
+    from countboard.models.hf_loading import current_node_key
+
+    key = current_node_key()
+    pick = "model=" if key == "model" else f"model@{key}="
     if not model_id:
-        raise ConfigError("model.model_id is not set: give a hub id or a local folder (model.model_id=...), or pick "
-                          "a preset (model=vlm_llava_1_5_7b, model=vlm_paligemma_3b_pt_448, ...)")
+        raise ConfigError(f"{key}.model_id is not set: give a hub id or a local folder ({key}.model_id=...), or "
+                          f"pick a preset ({pick}vlm_llava_1_5_7b, {pick}vlm_paligemma_3b_pt_448, ...)")
     if answers not in ANSWERS:
-        raise ConfigError(f"model.answers={answers!r}: use one of {', '.join(ANSWERS)}")
+        raise ConfigError(f"{key}.answers={answers!r}: use one of {', '.join(ANSWERS)}")
     if "{noun}" not in str(question) and answers != "named":
-        raise ConfigError(f"model.question={question!r} has no {{noun}}: write where the class name goes, e.g. "
-                          f"{DEFAULT_QUESTION!r} (or model.answers=named for an open question such as the BCC study's)")
+        raise ConfigError(f"{key}.question={question!r} has no {{noun}}: write where the class name goes, e.g. "
+                          f"{DEFAULT_QUESTION!r} (or {key}.answers=named for an open question such as the BCC "
+                          "study's)")
