@@ -244,8 +244,9 @@ def controls_then(controls, content, key: str, fragment: bool = False):
     widgets still appear above it, in a container made first. The first time a session opens a page, when the
     content sent a table (``table``), the widgets wait until the browser reports it drawn (as what stands below it
     does, ``after_first_table``): their place is held at the height they will have (in a wide window), so the
-    table does not move when they come; once drawn in the session, or in a fragment's own run, they never wait. Drawn in the same batch as the table, their components' code still held the grid's first draw
-    back by 0.1-0.2 s (``benchmarks/leaderboard_browser.py``). When the values the drawn widgets return differ
+    table does not move when they come; once drawn in the session, or in a fragment's own run, they never wait.
+    Drawn in the same batch as the table, their components' code still held the grid's first draw back by
+    0.1-0.2 s (``benchmarks/leaderboard_browser.py``). When the values the drawn widgets return differ
     from those read before (a choice that no longer exists, e.g. a split of another dataset), the section runs
     again with them, once (``fragment``: only the fragment that called this, when it is a fragment's own run;
     ``key``: unique on the page, it keeps whether this call has just rerun)."""
@@ -255,13 +256,14 @@ def controls_then(controls, content, key: str, fragment: bool = False):
     st.session_state[_TABLE_SENT] = False
     out = content(values)
     shown = f"{key}_shown"  # the widgets were drawn once in this session: they never wait again
+    height = round(peek.height())
     if st.session_state.get(_TABLE_SENT) and not st.session_state.get(TABLE_DRAWN) \
-            and not st.session_state.get(shown) and not _fragment_run() and peek.height() > 0:
+            and not st.session_state.get(shown) and not _fragment_run() and height > 0:
         # (not in a fragment's own run: the report's component is placed by the app's whole run only; and not
         # once drawn: a run that leaves a widget out drops its state, the user's choice)
         st.session_state[_WAITING] = True
         with top:
-            st.container(height=round(peek.height()), border=False, key=f"{key}_{PENDING}")
+            st.container(height=height, border=False, key=f"{key}_{PENDING}")
         return out
     with top:
         drawn = controls(st)

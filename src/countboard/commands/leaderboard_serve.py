@@ -153,6 +153,7 @@ def _serve_page_base_url(page_paths: tuple[str, ...]) -> None:
         log.debug("Streamlit's server builds its app elsewhere: pages are served unchanged")
         return
     script = base_url_script(page_paths)
+
     def wrapped(runtime):
         from streamlit import config
 

@@ -66,7 +66,7 @@ def check_node_weights(node) -> None:
     """``check_weights_present`` for a model config node that loads a transformers checkpoint from
     ``model_id`` (a node without one loads nothing from the hub and passes), named by its key (``node_key``)."""
     model_id = node.get("model_id")
-    key = _NODE_KEY.get()
+    key = current_node_key()
     if isinstance(model_id, str) and model_id:
         check_weights_present(model_id, f"{key}={node.get('name', '?')}", key=f"{key}.model_id",
                               revision=node.get("revision"), local_files_only=bool(node.get("local_files_only", False)))
