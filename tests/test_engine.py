@@ -174,6 +174,14 @@ def test_config_hash_ignores_operational_keys_and_interpolation_targets():
     assert config_hash(changed) != config_hash(base)
 
 
+def test_config_hash_ignores_how_the_model_is_fed_but_not_what_it_computes():
+    def cfg(**model):
+        return OmegaConf.create({"model": {"name": "owlv2", "score_threshold": 0.2, **model}, "seed": 0})
+
+    assert config_hash(cfg(image_batch_size=2)) == config_hash(cfg(image_batch_size="auto")) == config_hash(cfg())
+    assert config_hash(cfg(score_threshold=0.3)) != config_hash(cfg())
+
+
 def test_flatten_nested_config():
     assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": None}) == {"a.b": 1, "a.c": "[1, 2]", "d": None}
 

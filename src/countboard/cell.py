@@ -20,7 +20,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import countboard
-from countboard.config import HASH_DEFAULTS, META_KEYS, OPERATIONAL_KEYS, REPLICATE_KEYS, clean_run_name
+from countboard.config import (
+    HASH_DEFAULTS,
+    META_KEYS,
+    MODEL_FEEDING_KEYS,
+    OPERATIONAL_KEYS,
+    REPLICATE_KEYS,
+    clean_run_name,
+)
 from countboard.errors import ConfigError
 from countboard.protocol import DEFAULT_LABEL, Protocol, derive
 from countboard.tracking import Tracker, failpoints, tracker_from_config
@@ -37,7 +44,8 @@ DATA_KEY = "__data_fingerprint__"
 
 
 def config_hash(cfg: DictConfig, data_fingerprint: str | None = None, drop: tuple[str, ...] = ()) -> str:
-    """Hash of what a cell computes: the unresolved config without ``OPERATIONAL_KEYS``, plus the data's identity.
+    """Hash of what a cell computes: the unresolved config without ``OPERATIONAL_KEYS`` (nor the model's
+    ``MODEL_FEEDING_KEYS``), plus the data's identity.
 
     Unresolved, so ``${data_dir}`` paths hash the same on every machine; the data itself enters through
     ``data_fingerprint`` (``countboard.fingerprint``). ``drop`` leaves out more keys (``seed`` for the
@@ -46,6 +54,8 @@ def config_hash(cfg: DictConfig, data_fingerprint: str | None = None, drop: tupl
     container = OmegaConf.to_container(cfg, resolve=False)
     semantic = {k: v for k, v in container.items() if k not in OPERATIONAL_KEYS and k not in drop
                 and not (k in HASH_DEFAULTS and str(v) == HASH_DEFAULTS[k])}
+    if isinstance(semantic.get("model"), dict):
+        semantic["model"] = {k: v for k, v in semantic["model"].items() if k not in MODEL_FEEDING_KEYS}
     if isinstance(semantic.get("dataset"), dict) and "kind" in semantic["dataset"]:
         # what kind of data it is (``countboard.fit``), declared after cells existed: not which data it is
         semantic["dataset"] = {k: v for k, v in semantic["dataset"].items() if k != "kind"}

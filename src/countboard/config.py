@@ -58,6 +58,13 @@ OPERATIONAL_KEYS: dict[str, str] = {
     "hydra": "Hydra's own settings: output folders, launcher, sweeper",
 }
 
+#: Keys of the ``model`` node that say how the model is fed, not what it computes (``models.device_batch``): which
+#: images share an encoder call changes no record, so they stay out of ``config_hash`` as ``OPERATIONAL_KEYS`` do.
+MODEL_FEEDING_KEYS: dict[str, str] = {
+    "image_batch_size": "images per encoder call (a number, or auto: sized by the device); every image is encoded "
+                        "independently",
+}
+
 #: Semantic keys added after cells existed, with their default: a default value stays out of ``config_hash`` so the
 #: cells computed before the key existed keep their identity; any other value is part of it.
 HASH_DEFAULTS: dict[str, str] = {"precision": Precision.fp32.value}

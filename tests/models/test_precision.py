@@ -50,6 +50,8 @@ def test_cuda_jobs_get_deterministic_math_and_their_flags_back(device, precision
             with numerics(device, precision):
                 inside = _flags()
                 assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+                assert torch.utils.deterministic.fill_uninitialized_memory is False  # no NaN fill per allocation
+        assert torch.utils.deterministic.fill_uninitialized_memory is True
         assert inside == (tf32, tf32, False, True, True, "high" if tf32 else "highest")
         assert _flags() == before
     finally:

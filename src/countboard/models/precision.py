@@ -2,8 +2,8 @@
 
 ``numerics(device, precision)`` wraps everything a job computes with its model. On CUDA it switches TF32 off (unless
 ``precision=tf32``), turns cuDNN's autotuner off, asks for deterministic algorithms (warning, not failing, where an
-op has none) and sets ``CUBLAS_WORKSPACE_CONFIG`` so cuBLAS reductions are reproducible; a CPU job's settings are
-left as they are. With ``precision=bf16|fp16`` the block runs under ``torch.autocast`` on the job's device. Every
+op has none, without its NaN fill of new memory) and sets ``CUBLAS_WORKSPACE_CONFIG`` so cuBLAS reductions are
+reproducible; a CPU job's settings are left as they are. With ``precision=bf16|fp16`` the block runs under ``torch.autocast`` on the job's device. Every
 flag it sets is put back on exit, so cells run one after another in one process do not leak settings.
 
 Which precisions can change a record, and so are part of a cell's identity, is ``config.PRECISION_CHANGES_RECORDS``.
@@ -58,7 +58,8 @@ def cuda_determinism(allow_tf32: bool = False) -> Iterator[None]:
 
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
              torch.backends.cudnn.deterministic, torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled(), torch.get_float32_matmul_precision())
+             torch.is_deterministic_algorithms_warn_only_enabled(), torch.get_float32_matmul_precision(),
+             torch.utils.deterministic.fill_uninitialized_memory)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     try:
         torch.backends.cuda.matmul.allow_tf32 = allow_tf32
@@ -67,12 +68,16 @@ def cuda_determinism(allow_tf32: bool = False) -> Iterator[None]:
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
         torch.use_deterministic_algorithms(True, warn_only=True)
+        # deterministic mode would also fill every new tensor with NaN first (a kernel per allocation): only a
+        # kernel that reads memory it never wrote would see the difference, and none of the models' kernels does
+        torch.utils.deterministic.fill_uninitialized_memory = False
         yield
     finally:
         (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
          torch.backends.cudnn.deterministic) = saved[:4]
         torch.use_deterministic_algorithms(saved[4], warn_only=saved[5])
         torch.set_float32_matmul_precision(saved[6])
+        torch.utils.deterministic.fill_uninitialized_memory = saved[7]
 
 
 @contextlib.contextmanager

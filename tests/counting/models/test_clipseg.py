@@ -99,13 +99,16 @@ def test_density_is_region_calibrated_full_forward(counter, make_items):
         assert dens.sum() == pytest.approx(round(float(dens.sum())), abs=1e-3)
 
 
-def test_cached_features_with_batched_prompts_equal_per_pair_calls(counter, make_items):
+def test_cached_features_with_batched_prompts_equal_per_pair_calls(counter, make_items, monkeypatch):
+    from countboard.counting.models import clipseg
+
     items = make_items(2, seed=6)
     feats = counter.encode_images(items)
     pairs = [(i, p) for i in range(len(items)) for p in PROMPTS]
-    counter.prompt_batch_size = 2  # exercises chunking across the decoder batch
+    # two pairs per decoder call: the calls cut across images
+    monkeypatch.setattr(clipseg, "DECODER_ELEMENTS", 2 * counter._pair_elements)
     batched = counter.decode([feats[i] for i, _ in pairs], [p for _, p in pairs])
-    counter.prompt_batch_size = 32
+    monkeypatch.undo()
     for (i, p), m in zip(pairs, batched, strict=True):
         np.testing.assert_allclose(m, counter.density([items[i]], [p])[0], atol=1e-5)
 

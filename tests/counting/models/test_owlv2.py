@@ -4,6 +4,7 @@ import torch
 
 from countboard.counting.models.owlv2 import Owlv2Counter
 from countboard.errors import ConfigError
+from countboard.models.device_batch import EncodedImages
 
 PROMPTS = ["red circle", "blue square", "apples"]
 
@@ -163,6 +164,7 @@ def test_the_class_head_takes_cached_features_of_any_precision(counter, make_ite
     feats = counter.encode_images(items)
     pairs = [f for f in feats for _ in PROMPTS], PROMPTS * len(items)
     want = np.asarray(counter.decode_counts(*pairs))
-    half = [type(f)(f.patch_feats.to(torch.bfloat16), f.boxes, f.size) for f in feats]
+    half = EncodedImages({"patch_feats": torch.cat([f["patch_feats"] for f in feats]).to(torch.bfloat16),
+                          "boxes": torch.cat([f["boxes"] for f in feats])}, [f.size for f in feats]).refs()
     got = np.asarray(counter.decode_counts([f for f in half for _ in PROMPTS], PROMPTS * len(items)))
     assert np.abs(got - want).max() <= 1  # bf16 features round; no dtype error

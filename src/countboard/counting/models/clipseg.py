@@ -1,9 +1,10 @@
 """CLIPSeg (text-prompted segmentation) as a map counter.
 
-The frozen CLIP vision encoder runs once per image (``encode_images`` keeps the layers the decoder reads),
-on pixels resized and normalised on the model's device (``countboard.models.preprocess.vit_pixel_values``);
-``decode`` embeds the distinct prompts in one text batch (cached across calls) and runs the light FiLM-conditioned
-decoder over all prompts of an image in one batch. The decoder's first step on each encoder layer (a linear
+The frozen CLIP vision encoder runs once per image, over the images in calls sized by the device
+(``encode_images`` keeps the layers the decoder reads; ``models.device_batch``), on pixels resized and normalised
+on the model's device (``countboard.models.preprocess.vit_pixel_values``); ``decode`` embeds the distinct prompts
+in one text batch (cached across calls) and runs the light FiLM-conditioned decoder over all pairs of the call
+at once (every image with each of its prompts), in calls sized by memory. The decoder's first step on each encoder layer (a linear
 reduction, 768 to 64 wide for ``clipseg-rd64-refined``) does not depend on the prompt, so ``encode_images`` applies
 it once per image and keeps the reduced layers (``reduced_layers``); ``decode_reduced`` runs the rest of
 ``CLIPSegDecoder.forward`` on them for every prompt (transformers would reduce the layers again for each prompt:
@@ -25,13 +26,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from scipy import ndimage
 
-from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
+from countboard.counting.models.prompt_batching import EmbeddingCache, pooled_text_features
 from countboard.counting.models.regions import (
     finish_counts,
     initial_parents,
@@ -42,22 +42,23 @@ from countboard.counting.models.regions import (
 )
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.device_batch import (
+    ImageRef,
+    check_setting,
+    device_step,
+    distinct,
+    encode_in_calls,
+    images_per_call,
+    pair_rows,
+    vit_image_bytes,
+)
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import vit_pixel_values
-from countboard.models.transfer import to_host
+from countboard.models.transfer import to_device, to_host
 
 #: 8-connected within each map of a (C, H, W) stack, nothing across maps.
 _IN_PLANE = np.zeros((3, 3, 3), dtype=bool)
 _IN_PLANE[1] = True
-
-
-@dataclass
-class ClipSegImageFeatures:
-    """The decoder's reduced encoder layers of one image (``reduced_layers``: one ``(1, T, R)`` tensor per decoder
-    layer, in the decoder's order) and the image's size."""
-
-    reduced: list[torch.Tensor]
-    size: tuple[int, int]
 
 
 def reduced_layers(decoder, hidden_states: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -68,19 +69,8 @@ def reduced_layers(decoder, hidden_states: Sequence[torch.Tensor]) -> list[torch
 
 #: Pixels of the maps labelled in one call (the labelling holds several int64 / float64 values per pixel).
 LABEL_CHUNK_PIXELS = 2**25
-
-
-def _chunks(parts: list[tuple[list[int], torch.Tensor]], maps: int) -> list[list]:
-    """``(pair indices, logits)`` parts in consecutive runs of at most ``maps`` maps (at least one part per run)."""
-    out: list[list] = []
-    total = maps + 1
-    for part in parts:
-        if total + len(part[0]) > maps:
-            out.append([])
-            total = 0
-        out[-1].append(part)
-        total += len(part[0])
-    return out
+#: Elements of the decoder's largest activations (pairs x tokens x width) in one call.
+DECODER_ELEMENTS = 2**27
 
 
 def upsampled_probabilities(logits: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -173,8 +163,10 @@ class ClipSegCounter(Counter):
         mask_threshold: Sigmoid probability above which a pixel is foreground.
         min_region_frac: Smallest counted region as a fraction of the image area.
         prompt_template: Format string applied to each prompt.
-        image_batch_size: Images per vision-encoder batch in ``encode_images``.
-        prompt_batch_size: Prompts per decoder batch.
+        image_batch_size: Images per vision-encoder call in ``encode_images``: ``auto`` (sized by the device,
+            ``models.device_batch``) or a number.
+        prompt_batch_size: Accepted for configs that set it; the decoder's calls are sized by memory
+            (``DECODER_ELEMENTS``) over all pairs of a batch.
         device: ``"cpu"`` or ``"cuda"``.
 
     Example:
@@ -186,7 +178,7 @@ class ClipSegCounter(Counter):
     caches_image_features = True
 
     def __init__(self, model_id: str = "CIDAS/clipseg-rd64-refined", mask_threshold: float = 0.4,
-                 min_region_frac: float = 2e-4, prompt_template: str = "{}", image_batch_size: int = 4,
+                 min_region_frac: float = 2e-4, prompt_template: str = "{}", image_batch_size: int | str = "auto",
                  prompt_batch_size: int = 32, device: str = "cpu"):
         super().__init__(device=device)
         from transformers import CLIPSegForImageSegmentation, CLIPSegProcessor
@@ -195,73 +187,100 @@ class ClipSegCounter(Counter):
         self.mask_threshold = float(mask_threshold)
         self.min_region_frac = float(min_region_frac)
         self.prompt_template = prompt_template
-        self.image_batch_size = int(image_batch_size)
+        self.image_batch_size = check_setting(image_batch_size)
         self.prompt_batch_size = int(prompt_batch_size)
         self.processor, self.model = load_processor_and_model(CLIPSegProcessor, CLIPSegForImageSegmentation,
                                                               model_id, "CLIPSeg", device)
         relu_in_place(self.model.decoder)
+        self._image_bytes = vit_image_bytes(self.model.config.vision_config)
+        cfg = self.model.config
+        tokens = (cfg.vision_config.image_size // cfg.vision_config.patch_size) ** 2 + 1
+        self._pair_elements = tokens * (cfg.reduce_dim + cfg.decoder_intermediate_size) * 2
         self._text = EmbeddingCache(self._embed_texts)
 
-    @torch.inference_mode()
+    @device_step
     def _embed_texts(self, prompts: list[str]) -> torch.Tensor:
         return pooled_text_features(self.model.clip, self.processor.tokenizer,
                                     [self.prompt_template.format(p) for p in prompts],
                                     self.model.config.text_config.max_position_embeddings, self.device)
 
-    @torch.inference_mode()
-    def encode_images(self, items: Sequence[ImageItem]) -> list[ClipSegImageFeatures]:
-        """Run the CLIP vision encoder once per image and keep the layers the decoder reads, reduced."""
-        feats: list[ClipSegImageFeatures] = []
-        for start in range(0, len(items), self.image_batch_size):
-            batch = items[start:start + self.image_batch_size]
-            pixels = vit_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
-            out = self.model.clip.get_image_features(pixel_values=pixels,
-                                                     interpolate_pos_encoding=True, output_hidden_states=True)
-            layers = reduced_layers(self.model.decoder, [out.hidden_states[i + 1] for i in self.model.extract_layers])
-            for b, it in enumerate(batch):
-                feats.append(ClipSegImageFeatures([a[b:b + 1] for a in layers], it.size))
-        return feats
+    @device_step
+    def encode_images(self, items: Sequence[ImageItem]) -> list[ImageRef]:
+        """Run the CLIP vision encoder over the images in calls sized by the device (``models.device_batch``) and
+        keep the layers the decoder reads, reduced (``reduced0`` ... per decoder layer, ``(1, T, R)`` an image)."""
+        per_call = images_per_call(self.image_batch_size, self.device, len(items), self._image_bytes)
+        return encode_in_calls(items, per_call, self._encode)
 
-    @torch.inference_mode()
-    def logits(self, features: ClipSegImageFeatures, prompts: Sequence[str]) -> torch.Tensor:
-        """``(len(prompts), h, w)`` decoder logits at the model's output resolution for one image."""
+    def _encode(self, batch: Sequence[ImageItem]) -> dict[str, torch.Tensor]:
+        pixels = vit_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
+        out = self.model.clip.get_image_features(pixel_values=pixels, interpolate_pos_encoding=True,
+                                                 output_hidden_states=True)
+        layers = reduced_layers(self.model.decoder, [out.hidden_states[i + 1] for i in self.model.extract_layers])
+        return {f"reduced{k}": layer for k, layer in enumerate(layers)}
+
+    @device_step
+    def pair_logits(self, features: Sequence[ImageRef], prompts: Sequence[str]) -> torch.Tensor:
+        """``(N, h, w)`` decoder logits at the model's output resolution of every pair ``(features[i],
+        prompts[i])``: the decoder over all pairs at once, in calls of at most ``DECODER_ELEMENTS``."""
+        check_one_prompt_each(features, prompts, "image features", "pair")
+        rows = pair_rows(features)
+        names, which = distinct(prompts)
+        cond_all = self._text(names)
+        which_t = to_device(which, cond_all.device, torch.long)
+        layers = [rows.stacked[f"reduced{k}"] for k in range(len(self.model.decoder.layers))]
+        per_call = max(1, DECODER_ELEMENTS // self._pair_elements)
         chunks = []
-        for start in range(0, len(prompts), self.prompt_batch_size):
-            cond = self._text(prompts[start:start + self.prompt_batch_size])
-            chunks.append(decode_reduced(self.model.decoder, features.reduced, cond))
+        for a in range(0, len(prompts), per_call):
+            idx = rows.rows[a:a + per_call]
+            cond = cond_all.index_select(0, which_t[a:a + per_call])
+            chunks.append(decode_reduced(self.model.decoder, [x.index_select(0, idx) for x in layers], cond))
         return torch.cat(chunks)
 
-    @torch.inference_mode()
-    def decode(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> list[np.ndarray]:
-        """Decoder once per image over all of its prompts, then the region calibration of all those maps at once."""
-        check_one_prompt_each(features, prompts, "image features", "pair")
+    def logits(self, features: ImageRef, prompts: Sequence[str]) -> torch.Tensor:
+        """``(len(prompts), h, w)`` decoder logits at the model's output resolution for one image."""
+        return self.pair_logits([features] * len(prompts), prompts)
+
+    def _by_size(self, features: Sequence[ImageRef], prompts: Sequence[str]
+                 ) -> list[tuple[tuple[int, int], list[int], torch.Tensor]]:
+        """``(size, pair indices, probabilities (n, H, W))`` per image size: every pair's logits from one decoder
+        pass, resized with the other pairs of its size (at most ``LABEL_CHUNK_PIXELS`` pixels per call)."""
+        logits = self.pair_logits(features, prompts)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, f in enumerate(features):
+            groups.setdefault(tuple(f.size), []).append(i)
+        out = []
+        for (h, w), idx in groups.items():
+            per_call = max(1, LABEL_CHUNK_PIXELS // (h * w))
+            for a in range(0, len(idx), per_call):
+                part = idx[a:a + per_call]
+                sel = logits if len(part) == len(logits) else logits[to_device(part, logits.device, torch.long)]
+                out.append(((h, w), part, upsampled_probabilities(sel, (h, w))))
+        return out
+
+    def _min_region(self, size: tuple[int, int]) -> int:
+        return int(np.ceil(self.min_region_frac * size[0] * size[1]))
+
+    @device_step
+    def decode(self, features: Sequence[ImageRef], prompts: Sequence[str]) -> list[np.ndarray]:
+        """The decoder over all pairs at once, then the region calibration of the maps of each image size."""
         out: list[np.ndarray | None] = [None] * len(prompts)
-        for feat, idx in group_by_image(features):
-            probs = self.probabilities(feat, [prompts[i] for i in idx])
-            h, w = feat.size
-            min_region = int(np.ceil(self.min_region_frac * h * w))
-            dens = regions_to_density_batch(probs, self.mask_threshold, min_region)
+        for size, idx, probs in self._by_size(features, prompts):
+            dens = regions_to_density_batch(probs.cpu().numpy(), self.mask_threshold, self._min_region(size))
             for q, i in enumerate(idx):
                 out[i] = dens[q]
         return out
 
-    @torch.inference_mode()
-    def decode_counts(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> np.ndarray:
-        """The number of counted regions of each pair, labelled on the device (``regions.region_counts``): the maps
-        of the images of one size are labelled together (up to ``LABEL_CHUNK_PIXELS`` pixels per call), and the
-        counts leave the device in one transfer.
+    @device_step
+    def decode_counts(self, features: Sequence[ImageRef], prompts: Sequence[str]) -> np.ndarray:
+        """The number of counted regions of each pair, labelled on the device (``regions.region_counts``) for the
+        maps of one size together, and read in one transfer.
         ``decode``'s maps sum to these counts (up to float32 rounding of the maps)."""
-        check_one_prompt_each(features, prompts, "image features", "pair")
-        by_size: dict[tuple[int, int], list] = {}
-        for feat, idx in group_by_image(features):
-            by_size.setdefault(tuple(feat.size), []).append((idx, self.logits(feat, [prompts[i] for i in idx])))
+        if not prompts:
+            return np.zeros(0)
         found = []
-        for (h, w), parts in by_size.items():
-            min_region = int(np.ceil(self.min_region_frac * h * w))
-            for chunk in _chunks(parts, max(1, LABEL_CHUNK_PIXELS // (h * w))):
-                probs = upsampled_probabilities(torch.cat([logits for _, logits in chunk]), (h, w))
-                idx = [i for part, _ in chunk for i in part]
-                found.append((idx, probs, min_region, *region_counts(probs, self.mask_threshold, min_region)))
+        for size, idx, probs in self._by_size(features, prompts):
+            min_region = self._min_region(size)
+            found.append((idx, probs, min_region, *region_counts(probs, self.mask_threshold, min_region)))
         host = to_host([t for _, _, _, counts, settled, _, _ in found for t in (counts, settled)])
         out = np.zeros(len(prompts), dtype=np.float64)
         for g, (idx, probs, min_region, _, _, labels, mask) in enumerate(found):
@@ -271,13 +290,12 @@ class ClipSegCounter(Counter):
             out[idx] = counts
         return out
 
-    @torch.inference_mode()
-    def device_probabilities(self, features: ClipSegImageFeatures, prompts: Sequence[str]) -> torch.Tensor:
+    @device_step
+    def device_probabilities(self, features: ImageRef, prompts: Sequence[str]) -> torch.Tensor:
         """:meth:`probabilities` left on the model's device (float32)."""
         return upsampled_probabilities(self.logits(features, prompts), features.size)
 
-    @torch.inference_mode()
-    def probabilities(self, features: ClipSegImageFeatures, prompts: Sequence[str]) -> np.ndarray:
+    def probabilities(self, features: ImageRef, prompts: Sequence[str]) -> np.ndarray:
         """``(len(prompts), H, W)`` foreground probabilities at image size: logits resized bilinearly, then sigmoid.
 
         At the model's output size this is exactly ``sigmoid(logits)`` of transformers' CLIPSeg; the resize comes
@@ -285,19 +303,15 @@ class ClipSegCounter(Counter):
         """
         return self.device_probabilities(features, prompts).cpu().numpy()
 
-    @torch.inference_mode()
-    def device_maps(self, features: Sequence[ClipSegImageFeatures], prompts: Sequence[str]) -> list[torch.Tensor]:
+    @device_step
+    def device_maps(self, features: Sequence[ImageRef], prompts: Sequence[str]) -> list[torch.Tensor]:
         """``decode``'s maps made on the device (:func:`region_density`), left there."""
-        groups = group_by_image(features)
-        stacks = []
-        for feat, idx in groups:
-            h, w = feat.size
-            probs = self.device_probabilities(feat, [prompts[i] for i in idx])
-            stacks.append((probs, int(np.ceil(self.min_region_frac * h * w))))
+        groups = self._by_size(features, prompts)
         out: list[torch.Tensor | None] = [None] * len(prompts)
-        for (_, idx), dens in zip(groups, region_density(stacks, self.mask_threshold), strict=True):
+        dens = region_density([(probs, self._min_region(size)) for size, _, probs in groups], self.mask_threshold)
+        for (_, idx, _), stack in zip(groups, dens, strict=True):
             for q, i in enumerate(idx):
-                out[i] = dens[q]
+                out[i] = stack[q]
         return out
 
 

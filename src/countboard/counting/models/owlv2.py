@@ -15,32 +15,29 @@ centre test and NMS are the intended differences (docs/counters.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
 from countboard.counting.models.detect_count import DetectionDecoding, boxes_from_cxcywh, fetch_selected
-from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image, pooled_text_features
+from countboard.counting.models.prompt_batching import EmbeddingCache, pooled_text_features
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.device_batch import (
+    ImageRef,
+    check_setting,
+    device_step,
+    distinct,
+    encode_in_calls,
+    images_per_call,
+    pair_rows,
+    vit_image_bytes,
+)
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import owlv2_pixel_values
 from countboard.models.transfer import to_device
 
-
-@dataclass
-class OwlImageFeatures:
-    """What OWLv2 keeps of one image between prompts (on the model's device).
-
-    Attributes:
-        patch_feats: ``(P, D)`` patch embeddings (the class head's input).
-        boxes: ``(P, 4)`` float64 pixel boxes ``(y0, x0, y1, x1)`` in the original image.
-        size: ``(H, W)`` of the original image.
-    """
-
-    patch_feats: torch.Tensor
-    boxes: torch.Tensor
-    size: tuple[int, int]
+#: Elements of the class head's largest output (images x patches x prompts) in one call.
+HEAD_ELEMENTS = 2**26
 
 
 class Owlv2Counter(DetectionDecoding, Counter):
@@ -51,7 +48,8 @@ class Owlv2Counter(DetectionDecoding, Counter):
         score_threshold: A counted detection's sigmoid class score is above it (strictly, as in transformers).
         nms_iou: IoU above which overlapping detections are merged (``1.0`` disables NMS).
         prompt_template: Format string applied to each prompt (``"{}"`` keeps it as given).
-        image_batch_size: Images per vision-encoder batch in ``encode_images``.
+        image_batch_size: Images per vision-encoder call in ``encode_images``: ``auto`` (sized by the device,
+            ``models.device_batch``) or a number.
         device: ``"cpu"`` or ``"cuda"``.
 
     Example:
@@ -63,7 +61,8 @@ class Owlv2Counter(DetectionDecoding, Counter):
     caches_image_features = True
 
     def __init__(self, model_id: str = "google/owlv2-base-patch16-ensemble", score_threshold: float = 0.2,
-                 nms_iou: float = 0.5, prompt_template: str = "{}", image_batch_size: int = 2, device: str = "cpu"):
+                 nms_iou: float = 0.5, prompt_template: str = "{}", image_batch_size: int | str = "auto",
+                 device: str = "cpu"):
         super().__init__(device=device)
         from transformers import Owlv2ForObjectDetection, Owlv2Processor
 
@@ -71,57 +70,75 @@ class Owlv2Counter(DetectionDecoding, Counter):
         self.score_threshold = float(score_threshold)
         self.nms_iou = float(nms_iou)
         self.prompt_template = prompt_template
-        self.image_batch_size = int(image_batch_size)
+        self.image_batch_size = check_setting(image_batch_size)
         self.processor, self.model = load_processor_and_model(Owlv2Processor, Owlv2ForObjectDetection, model_id,
                                                               "OWLv2", device)
+        self._image_bytes = vit_image_bytes(self.model.config.vision_config)
         self._text = EmbeddingCache(self._embed_texts)
 
-    @torch.inference_mode()
+    @device_step
     def _embed_texts(self, prompts: list[str]) -> torch.Tensor:
         return pooled_text_features(self.model.owlv2, self.processor.tokenizer,
                                     [self.prompt_template.format(p) for p in prompts],
                                     self.model.config.text_config.max_position_embeddings, self.device,
                                     padding="max_length")
 
-    @torch.inference_mode()
-    def encode_images(self, items: Sequence[ImageItem]) -> list[OwlImageFeatures]:
-        """Preprocess on the device, run the vision encoder and the box head once per image."""
-        feats: list[OwlImageFeatures] = []
-        for start in range(0, len(items), self.image_batch_size):
-            batch = items[start:start + self.image_batch_size]
-            pixels = owlv2_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
-            feature_map, _ = self.model.image_embedder(pixel_values=pixels)
-            b, gh, gw, d = feature_map.shape
-            patch_feats = feature_map.reshape(b, gh * gw, d)
-            pred_boxes = self.model.box_predictor(patch_feats, feature_map).float()
-            # the processor pads to a square at the bottom/right
-            side = to_device([[float(max(it.size))] * 2 for it in batch], pred_boxes.device, torch.float64)
-            boxes = boxes_from_cxcywh(pred_boxes, side[:, None, :])
-            feats.extend(OwlImageFeatures(pf, bx, it.size) for it, pf, bx in zip(batch, patch_feats, boxes,
-                                                                                  strict=True))
-        return feats
+    @device_step
+    def encode_images(self, items: Sequence[ImageItem]) -> list[ImageRef]:
+        """Preprocess on the device, run the vision encoder and the box head over the images in calls sized by the
+        device (``models.device_batch``); each image keeps ``patch_feats`` ``(P, D)`` (the class head's input) and
+        ``boxes`` ``(P, 4)`` (float64 pixel ``(y0, x0, y1, x1)`` in the original image)."""
+        per_call = images_per_call(self.image_batch_size, self.device, len(items), self._image_bytes)
+        return encode_in_calls(items, per_call, self._encode)
 
-    def _scored(self, features: Sequence[OwlImageFeatures], prompts: Sequence[str]):
-        """Boxes, scores and image sizes of every pair, on the device (nothing waits)."""
+    def _encode(self, batch: Sequence[ImageItem]) -> dict[str, torch.Tensor]:
+        pixels = owlv2_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
+        feature_map, _ = self.model.image_embedder(pixel_values=pixels)
+        b, gh, gw, d = feature_map.shape
+        patch_feats = feature_map.reshape(b, gh * gw, d)
+        pred_boxes = self.model.box_predictor(patch_feats, feature_map).float()
+        # the processor pads to a square at the bottom/right
+        side = to_device([[float(max(it.size))] * 2 for it in batch], pred_boxes.device, torch.float64)
+        return {"patch_feats": patch_feats, "boxes": boxes_from_cxcywh(pred_boxes, side[:, None, :])}
+
+    def _class_probs(self, feats: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+        """``(B, P, Q)`` sigmoid class scores of ``(B, P, D)`` patch features against ``(B, Q, D)`` queries.
+
+        In float32, outside autocast: features cached in bf16 (encoded under autocast) and text embeddings (of
+        whatever precision filled the cache) meet in one dtype, and the head's einsum is not one CUDA autocast
+        casts (in bf16 it met a bf16 and a float32 operand); it is a small part of the work."""
+        with torch.autocast(feats.device.type, enabled=False):
+            logits, _ = self.model.class_predictor(feats.float(), queries.float())
+        return torch.sigmoid(logits.float())
+
+    def _scored(self, features: Sequence[ImageRef], prompts: Sequence[str]):
+        """Boxes, scores and image sizes of every pair, on the device (nothing waits).
+
+        The class head runs over all pairs of the call at once: over every image x every distinct prompt when the
+        pairs cover most of those combinations (the negative-label test), else over the pairs themselves (one
+        image, one prompt each), in calls of at most ``HEAD_ELEMENTS`` scores."""
         check_one_prompt_each(features, prompts, "image features", "pair")
-        scores: list[torch.Tensor | None] = [None] * len(prompts)
-        for feat, idx in group_by_image(features):
-            queries = self._text([prompts[i] for i in idx])
-            # the class head in float32, outside autocast: cached image features (bf16 under autocast) and text
-            # embeddings (of whatever precision filled the cache) meet in one dtype, and its einsum is not one CUDA
-            # autocast casts (on a GPU in bf16 it met a bf16 and a float32 operand); it is a small part of the work
-            with torch.autocast(feat.patch_feats.device.type, enabled=False):
-                logits, _ = self.model.class_predictor(feat.patch_feats[None].float(), queries[None].float())
-            probs = torch.sigmoid(logits[0].float())  # (P, Q)
-            for q, i in enumerate(idx):
-                scores[i] = probs[:, q]
-        boxes = torch.stack([f.boxes for f in features])
-        sizes = to_device([f.size for f in features], boxes.device, torch.float64)
-        return boxes, torch.stack(scores), sizes
+        rows = pair_rows(features)
+        names, which = distinct(prompts)
+        queries = self._text(names)
+        feats = rows.stacked["patch_feats"]
+        n_patches, dev = feats.shape[1], feats.device
+        if 2 * len(prompts) >= rows.images * len(names):
+            per_call = max(1, HEAD_ELEMENTS // (n_patches * len(names)))
+            probs = torch.cat([self._class_probs(part, queries[None].expand(len(part), -1, -1))
+                               for part in feats.split(per_call)])
+            score = probs[rows.rows, :, to_device(which, dev, torch.long)]
+        else:
+            q = to_device(which, dev, torch.long)
+            per_call = max(1, HEAD_ELEMENTS // (n_patches * feats.shape[2]))
+            score = torch.cat([self._class_probs(feats.index_select(0, rows.rows[k:k + per_call]),
+                                                 queries.index_select(0, q[k:k + per_call])[:, None])[..., 0]
+                               for k in range(0, len(prompts), per_call)])
+        sizes = to_device(rows.sizes, dev, torch.float64)
+        return rows.tensor("boxes"), score, sizes
 
-    @torch.inference_mode()
+    @device_step
     def _kept(self, features, prompts, fetch):
         """``fetch(boxes, scores, order, keep)`` of every pair's selection, read in one transfer."""
         boxes, score, sizes = self._scored(features, prompts)
         return fetch_selected(boxes, score, sizes, self.score_threshold, self.nms_iou, fetch)
-
