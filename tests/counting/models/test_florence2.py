@@ -50,11 +50,14 @@ def test_image_tower_runs_once_per_image_batch(counter, make_items):
     calls = []
     handle = counter.model.model.vision_tower.register_forward_hook(lambda m, args, out: calls.append(len(args[0])))
     try:
-        feats = counter.encode_images(make_items(3, seed=42))
+        feats = counter.encode_images(make_items(3, seed=42))  # image_batch_size=auto: the whole batch at once
         counter.decode_counts(feats, PROMPTS)
+        counter.image_batch_size = 2
+        counter.encode_images(make_items(3, seed=42))
     finally:
+        counter.image_batch_size = "auto"
         handle.remove()
-    assert calls == [2, 1]  # decoding does not run it again
+    assert calls == [3, 2, 1]  # decoding does not run it again
 
 
 def _forced(counter, answers):

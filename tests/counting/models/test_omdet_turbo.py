@@ -100,7 +100,7 @@ def test_image_encoded_once_and_each_prompt_embedded_once(counter, make_items):
     finally:
         h1.remove()
         h2.remove()
-    assert images == [2, 2]  # two image batches
+    assert images == [4]  # image_batch_size=auto: the four images in one call
     assert texts == [2, 2, 1, 1]  # class and task of the first chunk's 2 prompts, then of the third; then cached
 
 

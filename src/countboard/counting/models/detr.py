@@ -27,10 +27,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from countboard.batching import CPU_ITEM_BYTES
 from countboard.counting.models.detect_count import DetectionDecoding, boxes_from_cxcywh, fetch_selected
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.device_batch import check_setting, device_step, images_per_call
 from countboard.models.hf_loading import load_pretrained
 from countboard.models.preprocess import by_size
 from countboard.models.transfer import to_device
@@ -155,7 +157,8 @@ class DetrCounter(DetectionDecoding, Counter):
     caches_image_features = True
 
     def __init__(self, model_id: str = "facebook/detr-resnet-50", score_threshold: float = 0.9, nms_iou: float = 1.0,
-                 synonyms: Mapping[str, str] | None = None, image_batch_size: int = 4, device: str = "cpu"):
+                 synonyms: Mapping[str, str] | None = None, image_batch_size: int | str = "auto",
+                 device: str = "cpu"):
         super().__init__(device=device)
         from transformers import AutoImageProcessor, AutoModelForObjectDetection
 
@@ -164,7 +167,7 @@ class DetrCounter(DetectionDecoding, Counter):
         self.model_id = model_id
         self.score_threshold = float(score_threshold)
         self.nms_iou = float(nms_iou)
-        self.image_batch_size = max(1, int(image_batch_size))
+        self.image_batch_size = check_setting(image_batch_size)
         self.synonyms = {normalise(k): str(v) for k, v in {**SYNONYMS, **dict(synonyms or {})}.items()}
         self.processor = load_pretrained(_PilProcessor(AutoImageProcessor), model_id, "DETR image processor")
         self.model = load_pretrained(AutoModelForObjectDetection, model_id, "DETR model").to(device).eval()
@@ -194,14 +197,15 @@ class DetrCounter(DetectionDecoding, Counter):
         """One holder per image; DETR runs at the first decode, after the prompts were checked."""
         return [DetrImageFeatures(it) for it in items]
 
-    @torch.inference_mode()
+    @device_step
     def _ensure(self, features: Sequence[DetrImageFeatures]) -> None:
         """DETR once for every image of ``features`` that has no output yet, ``image_batch_size`` images of one
         size per forward pass."""
         todo = list({id(f): f for f in features if f.probs is None}.values())
         for _, idx in by_size([f.item.image for f in todo]).items():
-            for start in range(0, len(idx), self.image_batch_size):
-                batch = [todo[i] for i in idx[start:start + self.image_batch_size]]
+            per_call = images_per_call(self.image_batch_size, self.device, len(idx), CPU_ITEM_BYTES)
+            for start in range(0, len(idx), per_call):
+                batch = [todo[i] for i in idx[start:start + per_call]]
                 inputs = self.processor(images=[np.asarray(f.item.image) for f in batch], return_tensors="pt")
                 out = self.model(**{k: v.to(self.device) for k, v in inputs.items()})
                 probs = torch.softmax(out.logits.float(), dim=-1)
@@ -226,7 +230,7 @@ class DetrCounter(DetectionDecoding, Counter):
         boxes = torch.stack([f.boxes for f in features])
         return boxes, score, to_device([f.size for f in features], boxes.device, torch.float64)
 
-    @torch.inference_mode()
+    @device_step
     def _kept(self, features, prompts, fetch):
         """``fetch(boxes, scores, order, keep)`` of every pair's selection, read in one transfer."""
         boxes, score, sizes = self._scored(features, prompts)

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from countboard.batching import CPU_ITEM_BYTES
 from countboard.counting.models.detect_count import DetectionDecoding, fetch_selected
 from countboard.counting.models.prompt_batching import group_by_image
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.device_batch import check_setting, device_step, images_per_call
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import vit_pixel_values
 from countboard.models.transfer import to_device
@@ -78,7 +80,8 @@ class Florence2Counter(DetectionDecoding, Counter):
     caches_image_features = True
 
     def __init__(self, model_id: str = "florence-community/Florence-2-base", max_new_tokens: int = 1024,
-                 num_beams: int = 3, nms_iou: float = 1.0, prompt_batch_size: int = 4, image_batch_size: int = 2,
+                 num_beams: int = 3, nms_iou: float = 1.0, prompt_batch_size: int = 4,
+                 image_batch_size: int | str = "auto",
                  device: str = "cpu"):
         super().__init__(device=device)
         from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -88,7 +91,7 @@ class Florence2Counter(DetectionDecoding, Counter):
         self.num_beams = int(num_beams)
         self.nms_iou = float(nms_iou)
         self.prompt_batch_size = int(prompt_batch_size)
-        self.image_batch_size = int(image_batch_size)
+        self.image_batch_size = check_setting(image_batch_size)
         self.processor, self.model = load_processor_and_model(AutoProcessor, AutoModelForImageTextToText, model_id,
                                                               "Florence-2", device)
         if self.model.config.model_type != "florence2":
@@ -103,19 +106,20 @@ class Florence2Counter(DetectionDecoding, Counter):
         return [proc.image_token * proc.num_image_tokens + tok.bos_token + sentence.format(input=p) + tok.eos_token
                 for p in prompts]
 
-    @torch.inference_mode()
+    @device_step
     def encode_images(self, items: Sequence[ImageItem]) -> list[FlorenceImageFeatures]:
         """Pixels (``vit_pixel_values``: on the device, or the processor for its bicubic resize), then the image
         tower and projector once per image."""
         feats: list[FlorenceImageFeatures] = []
-        for start in range(0, len(items), self.image_batch_size):
-            batch = items[start:start + self.image_batch_size]
+        per_call = images_per_call(self.image_batch_size, self.device, len(items), CPU_ITEM_BYTES)
+        for start in range(0, len(items), per_call):
+            batch = items[start:start + per_call]
             pixels = vit_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
             tokens = self.model.get_image_features(pixels.to(self.model.dtype)).pooler_output
             feats.extend(FlorenceImageFeatures(tokens[k:k + 1], it.size) for k, it in enumerate(batch))
         return feats
 
-    @torch.inference_mode()
+    @device_step
     def generate(self, feat: FlorenceImageFeatures, prompts: Sequence[str]) -> torch.Tensor:
         """Generated token ids ``(Q, L)`` of one image's prompts: image tokens put in place of the placeholders
         (the model's own ``masked_scatter``), the text encoder once for the batch, then ``generate`` on its output."""

@@ -37,6 +37,7 @@ from countboard.counting.models.prompt_batching import group_by_image
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.device_batch import device_step
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import by_size, grounding_dino_pixel_values
 from countboard.models.transfer import to_device
@@ -117,7 +118,7 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
         self._backbone = CachedBackbone(self.model.model.backbone)
         self.model.model.backbone = self._backbone
 
-    @torch.inference_mode()
+    @device_step
     def encode_images(self, items: Sequence[ImageItem]) -> list[DinoImageFeatures]:
         """Pixels on the device, images of the same size resized as one batch (``grounding_dino_pixel_values``,
         equal to the processor's); the backbone once per image.
@@ -136,7 +137,7 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
                 feats[i] = DinoImageFeatures(pv, list(maps), list(positions), items[i].size)
         return feats
 
-    @torch.inference_mode()
+    @device_step
     def scores_and_boxes(self, feat: DinoImageFeatures, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Box scores ``(Q, N)`` and normalised ``(cx, cy, w, h)`` boxes ``(Q, N, 4)`` for one image's prompts (on
         the device).
@@ -168,7 +169,7 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
         return [group[k:k + self.prompt_batch_size] for group in by_len.values()
                 for k in range(0, len(group), self.prompt_batch_size)]
 
-    @torch.inference_mode()
+    @device_step
     def _kept(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str], fetch) -> list[np.ndarray]:
         """Fusion encoder + decoder once per chunk of an image's prompts, over the cached backbone output; then
         the selection of every pair at once on the device and ``fetch(boxes, scores, order, keep)`` read in one

@@ -25,11 +25,13 @@ from dataclasses import dataclass
 
 import torch
 
+from countboard.batching import CPU_ITEM_BYTES
 from countboard.counting.models.detect_count import DetectionDecoding, boxes_from_cxcywh, fetch_selected
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.device_batch import check_setting, device_step, images_per_call
 from countboard.models.hf_loading import load_pretrained
 from countboard.models.preprocess import grounding_dino_pixel_values
 from countboard.models.transfer import to_device
@@ -66,7 +68,7 @@ class OmDetTurboCounter(DetectionDecoding, Counter):
 
     def __init__(self, model_id: str = "omlab/omdet-turbo-swin-tiny-hf", score_threshold: float = 0.3,
                  nms_iou: float = 0.3, task_template: str = "Detect {}.", prompt_batch_size: int = 8,
-                 image_batch_size: int = 2, device: str = "cpu"):
+                 image_batch_size: int | str = "auto", device: str = "cpu"):
         super().__init__(device=device)
         from transformers import AutoImageProcessor, AutoModelForZeroShotObjectDetection, AutoTokenizer
 
@@ -75,7 +77,7 @@ class OmDetTurboCounter(DetectionDecoding, Counter):
         self.nms_iou = float(nms_iou)
         self.task_template = task_template
         self.prompt_batch_size = int(prompt_batch_size)
-        self.image_batch_size = int(image_batch_size)
+        self.image_batch_size = check_setting(image_batch_size)
         self.image_processor = load_pretrained(AutoImageProcessor, model_id, "OmDet-Turbo image processor")
         self.tokenizer = load_pretrained(AutoTokenizer, model_id, "OmDet-Turbo tokenizer")
         self.model = load_pretrained(AutoModelForZeroShotObjectDetection, model_id, "OmDet-Turbo model")
@@ -90,7 +92,7 @@ class OmDetTurboCounter(DetectionDecoding, Counter):
         # the processor's text settings: padded to 77 tokens, truncated
         return self.tokenizer(texts, padding="max_length", truncation=True, max_length=77, return_tensors="pt")
 
-    @torch.inference_mode()
+    @device_step
     def _embed_texts(self, prompts: list[str]) -> torch.Tensor:
         """``(N, 78, D + 1)`` per prompt: row 0 its class embedding, rows 1.. its task features over the 77 token
         places (zero past the task's end) with the task mask in the last column."""
@@ -121,19 +123,20 @@ class OmDetTurboCounter(DetectionDecoding, Counter):
         task_mask = rows[:, 1:1 + length, d].to(torch.long)
         return class_features, task_features, task_mask
 
-    @torch.inference_mode()
+    @device_step
     def encode_images(self, items: Sequence[ImageItem]) -> list[OmDetImageFeatures]:
         """Pixels on the device, then the backbone and the hybrid encoder once per image."""
         feats: list[OmDetImageFeatures] = []
-        for start in range(0, len(items), self.image_batch_size):
-            batch = items[start:start + self.image_batch_size]
+        per_call = images_per_call(self.image_batch_size, self.device, len(items), CPU_ITEM_BYTES)
+        for start in range(0, len(items), per_call):
+            batch = items[start:start + per_call]
             pixels, _ = grounding_dino_pixel_values([it.image for it in batch], self.image_processor, self.device)
             encoded = self.model.encoder(self.model.vision_backbone(pixels), return_dict=True)
             states = encoded.extracted_states
             feats.extend(OmDetImageFeatures([s[k:k + 1] for s in states], it.size) for k, it in enumerate(batch))
         return feats
 
-    @torch.inference_mode()
+    @device_step
     def scores_and_boxes(self, feat: OmDetImageFeatures, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Query scores ``(Q, N)`` and normalised ``(cx, cy, w, h)`` boxes ``(Q, N, 4)`` of one image's prompts."""
         class_features, task_features, task_mask = self._text_inputs(list(prompts))
@@ -143,7 +146,7 @@ class OmDetTurboCounter(DetectionDecoding, Counter):
         scores = torch.sigmoid(out.decoder_classes[-1][..., 0].float())
         return scores, out.decoder_coords[-1].float()
 
-    @torch.inference_mode()
+    @device_step
     def _kept(self, features: Sequence[OmDetImageFeatures], prompts: Sequence[str], fetch):
         """The decoder once per chunk of an image's prompts; then the selection of every pair at once on the device
         and ``fetch(boxes, scores, order, keep)`` read in one transfer."""

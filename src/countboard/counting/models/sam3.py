@@ -29,11 +29,13 @@ from typing import Any
 
 import torch
 
+from countboard.batching import CPU_ITEM_BYTES
 from countboard.counting.models.detect_count import DetectionDecoding, fetch_selected
 from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.device_batch import check_setting, device_step, images_per_call
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import vit_pixel_values
 from countboard.models.transfer import to_device
@@ -127,7 +129,7 @@ class Sam3Counter(DetectionDecoding, Counter):
     caches_image_features = True
 
     def __init__(self, model_id: str = "facebook/sam3", score_threshold: float = 0.5, nms_iou: float = 1.0,
-                 prompt_template: str = "{}", prompt_batch_size: int = 8, image_batch_size: int = 2,
+                 prompt_template: str = "{}", prompt_batch_size: int = 8, image_batch_size: int | str = "auto",
                  device: str = "cpu"):
         super().__init__(device=device)
         missing = torchvision_missing_message()
@@ -139,14 +141,14 @@ class Sam3Counter(DetectionDecoding, Counter):
         self.configure(model_id, score_threshold, nms_iou, prompt_template, prompt_batch_size, image_batch_size)
 
     def configure(self, model_id: str, score_threshold: float, nms_iou: float, prompt_template: str,
-                  prompt_batch_size: int, image_batch_size: int) -> None:
+                  prompt_batch_size: int, image_batch_size: int | str) -> None:
         """Settings and caches (apart from loading, so a test can give the adapter a model of its own)."""
         self.model_id = model_id
         self.score_threshold = float(score_threshold)
         self.nms_iou = float(nms_iou)
         self.prompt_template = prompt_template
         self.prompt_batch_size = int(prompt_batch_size)
-        self.image_batch_size = int(image_batch_size)
+        self.image_batch_size = check_setting(image_batch_size)
         self._text = EmbeddingCache(self._embed_texts)
 
     @classmethod
@@ -156,7 +158,7 @@ class Sam3Counter(DetectionDecoding, Counter):
             raise ConfigError(missing)
         super().preflight(node)
 
-    @torch.inference_mode()
+    @device_step
     def _embed_texts(self, prompts: list[str]) -> torch.Tensor:
         """``(N, 32, D + 1)``: each prompt's projected text features, its attention mask in the last column."""
         tok = self.processor.tokenizer([self.prompt_template.format(p) for p in prompts], padding="max_length",
@@ -165,14 +167,15 @@ class Sam3Counter(DetectionDecoding, Counter):
                                              return_dict=True).pooler_output
         return torch.cat([feats, tok["attention_mask"][..., None].to(feats.dtype)], dim=-1)
 
-    @torch.inference_mode()
+    @device_step
     def encode_images(self, items: Sequence[ImageItem]) -> list[Sam3ImageFeatures]:
         """Pixels (:func:`sam3_pixel_values`: the processor's own), then the vision encoder once per image."""
         from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
 
         feats: list[Sam3ImageFeatures] = []
-        for start in range(0, len(items), self.image_batch_size):
-            batch = items[start:start + self.image_batch_size]
+        per_call = images_per_call(self.image_batch_size, self.device, len(items), CPU_ITEM_BYTES)
+        for start in range(0, len(items), per_call):
+            batch = items[start:start + per_call]
             pixels = sam3_pixel_values([it.image for it in batch], self.processor.image_processor, self.device)
             vision = self.model.get_vision_features(pixel_values=pixels)
             for k, it in enumerate(batch):
@@ -183,7 +186,7 @@ class Sam3Counter(DetectionDecoding, Counter):
                 feats.append(Sam3ImageFeatures(one, it.size))
         return feats
 
-    @torch.inference_mode()
+    @device_step
     def outputs(self, feat: Sam3ImageFeatures, prompts: Sequence[str]):
         """``Sam3ImageSegmentationOutput`` of one image's prompts (batch = prompts) over its cached features."""
         from transformers.modeling_outputs import BaseModelOutputWithPooling
@@ -193,7 +196,7 @@ class Sam3Counter(DetectionDecoding, Counter):
         return self.model(vision_embeds=broadcast_vision(feat.vision, len(prompts)), text_embeds=text,
                           attention_mask=packed[..., -1].to(torch.long))
 
-    @torch.inference_mode()
+    @device_step
     def _kept(self, features: Sequence[Sam3ImageFeatures], prompts: Sequence[str], fetch):
         """The DETR stages once per chunk of an image's prompts; then every pair's instances through the shared
         selection on the device, ``fetch(boxes, scores, order, keep)`` read in one transfer."""

@@ -29,6 +29,7 @@ from countboard.counting.models.text_encoder import EMBED_DIM, embed_texts
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
+from countboard.models.device_batch import device_step
 from countboard.models.transfer import to_host
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ class ShapeCountCounter(Counter):
                 self._table[p] = torch.from_numpy(e).to(self.device)
         return torch.stack([self._table[p] for p in prompts])
 
-    @torch.inference_mode()
+    @device_step
     def encode_images(self, items: Sequence[ImageItem]) -> list[tuple[torch.Tensor, tuple[int, int]]]:
         """Encoder features ``(C, h, w)`` and size of each image (same-size images share a batch)."""
         out: list = [None] * len(items)
@@ -252,7 +253,7 @@ class ShapeCountCounter(Counter):
                 out[i] = (feats[k], size)
         return out
 
-    @torch.inference_mode()
+    @device_step
     def _grids(self, features: Sequence, prompts: Sequence[str]) -> list[torch.Tensor]:
         """Counts per cell of every pair, on the device: the head once per image over all of its prompts (in
         chunks of ``prompt_batch_size``)."""
@@ -273,7 +274,7 @@ class ShapeCountCounter(Counter):
         host = to_host(grids)
         return [grid_to_density(g, size, self.stride) for g, (_, size) in zip(host, features, strict=True)]
 
-    @torch.inference_mode()
+    @device_step
     def device_maps(self, features: Sequence, prompts: Sequence[str]) -> list[torch.Tensor]:
         """``decode``'s maps made on the device (:func:`grid_density`), left there."""
         return [grid_density(g, size, self.stride)
