@@ -75,6 +75,13 @@ class Counter(ABC):
         """
         return np.array([map_count(m) for m in self.decode(features, prompts)], dtype=np.float64)
 
+    def decode_counts_later(self, features: Sequence[Any], prompts: Sequence[str]) -> Callable[[], np.ndarray]:
+        """``decode_counts`` split in two: the call queues the pairs' work on the device, and the function it
+        returns reads the counts. A task queues the next batch before it reads this one, so that the device is
+        not idle while the host builds records. By default the counts are computed at once."""
+        counts = self.decode_counts(features, prompts)
+        return lambda: counts
+
     def density(self, items: Sequence[ImageItem], prompts: Sequence[str]) -> list[np.ndarray]:
         """Density maps of ``items[i]`` prompted with ``prompts[i]`` (encode then decode)."""
         check_one_prompt_each(items, prompts)

@@ -34,6 +34,53 @@ def to_host(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
     return out
 
 
+class HostRead:
+    """:func:`to_host` of tensors whose copy to the host was started (:func:`to_host_later`) but not waited for."""
+
+    def __init__(self, tensors: Sequence[torch.Tensor]):
+        self._meta = [(tuple(t.shape), t.dtype) for t in tensors]
+        self._event = None
+        if not tensors:
+            self._flat = None
+            return
+        flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors])
+        if flat.device.type == "cuda":
+            host = torch.empty(flat.shape, dtype=torch.float64, pin_memory=True)
+            host.copy_(flat, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+            self._flat = host
+        else:
+            self._flat = flat.cpu()
+
+    def result(self) -> list[np.ndarray]:
+        """The arrays (waiting only for the work queued before the copy, on CUDA)."""
+        if self._flat is None:
+            return []
+        if self._event is not None:
+            self._event.synchronize()
+        flat = self._flat.numpy()
+        out, start = [], 0
+        for shape, dtype in self._meta:
+            n = int(np.prod(shape)) if shape else 1
+            np_dtype = np.bool_ if dtype == torch.bool else torch.empty((), dtype=dtype).numpy().dtype
+            out.append(flat[start:start + n].reshape(shape).astype(np_dtype))
+            start += n
+        return out
+
+
+def to_host_later(tensors: Sequence[torch.Tensor]) -> HostRead:
+    """Start :func:`to_host`'s one copy of ``tensors`` without waiting for it: on CUDA into page-locked memory, with
+    an event after it, so that the host can queue the next batch's work before it reads this one's
+    (``HostRead.result``).
+
+    Example:
+        >>> [a.tolist() for a in to_host_later([torch.tensor([1, 2]), torch.tensor(True)]).result()]
+        [[1, 2], True]
+    """
+    return HostRead(tensors)
+
+
 def split_parts(flat: Sequence, lengths: Sequence[int]) -> list[list]:
     """``flat`` cut back into consecutive parts of ``lengths`` (what was concatenated for one transfer).
 

@@ -54,7 +54,7 @@ from countboard.models.device_batch import (
 )
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import vit_pixel_values
-from countboard.models.transfer import to_device, to_host
+from countboard.models.transfer import to_device, to_host, to_host_later
 
 #: 8-connected within each map of a (C, H, W) stack, nothing across maps.
 _IN_PLANE = np.zeros((3, 3, 3), dtype=bool)
@@ -270,25 +270,36 @@ class ClipSegCounter(Counter):
                 out[i] = dens[q]
         return out
 
-    @device_step
     def decode_counts(self, features: Sequence[ImageRef], prompts: Sequence[str]) -> np.ndarray:
         """The number of counted regions of each pair, labelled on the device (``regions.region_counts``) for the
         maps of one size together, and read in one transfer.
         ``decode``'s maps sum to these counts (up to float32 rounding of the maps)."""
+        return self.decode_counts_later(features, prompts)()
+
+    @device_step
+    def decode_counts_later(self, features: Sequence[ImageRef], prompts: Sequence[str]):
+        """``Counter.decode_counts_later``: the decoder and the labelling of every pair queued, the counts' copy to
+        the host started; the returned function reads them (a labelling that had not settled runs more rounds)."""
         if not prompts:
-            return np.zeros(0)
+            return lambda: np.zeros(0)
         found = []
         for size, idx, probs in self._by_size(features, prompts):
             min_region = self._min_region(size)
             found.append((idx, probs, min_region, *region_counts(probs, self.mask_threshold, min_region)))
-        host = to_host([t for _, _, _, counts, settled, _, _ in found for t in (counts, settled)])
-        out = np.zeros(len(prompts), dtype=np.float64)
-        for g, (idx, probs, min_region, _, _, labels, mask) in enumerate(found):
-            counts = host[2 * g]
-            if not bool(host[2 * g + 1]):
-                (counts,) = to_host([finish_counts(probs, labels, mask, self.mask_threshold, min_region)])
-            out[idx] = counts
-        return out
+        read = to_host_later([t for _, _, _, counts, settled, _, _ in found for t in (counts, settled)])
+
+        def counts() -> np.ndarray:
+            host = read.result()
+            out = np.zeros(len(prompts), dtype=np.float64)
+            for g, (idx, probs, min_region, _, _, labels, mask) in enumerate(found):
+                got = host[2 * g]
+                if not bool(host[2 * g + 1]):
+                    with torch.no_grad():
+                        (got,) = to_host([finish_counts(probs, labels, mask, self.mask_threshold, min_region)])
+                out[idx] = got
+            return out
+
+        return counts
 
     @device_step
     def device_probabilities(self, features: ImageRef, prompts: Sequence[str]) -> torch.Tensor:

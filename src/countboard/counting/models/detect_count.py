@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from countboard.models.base import boxes_to_density, check_one_prompt_each
-from countboard.models.transfer import split_parts, to_host
+from countboard.models.transfer import split_parts, to_host, to_host_later
 
 
 def cxcywh_to_yxyx(boxes: np.ndarray, scale_hw: tuple[float, float]) -> np.ndarray:
@@ -258,14 +258,36 @@ def ranked_detections(boxes: torch.Tensor, scores: torch.Tensor, order: torch.Te
     return [boxes.gather(1, order[..., None].expand(-1, -1, 4)), scores.gather(1, order).to(torch.float64), keep]
 
 
+class ReadLater:
+    """A ``fetch`` for :func:`fetch_selected` that asks for its tensors to be read later: ``fetch_selected`` then
+    starts their copy to the host and returns a function that reads them (``models.transfer.to_host_later``)."""
+
+    def __init__(self, fetch):
+        self.fetch = fetch
+
+    def __call__(self, boxes, scores, order, keep):
+        return self.fetch(boxes, scores, order, keep)
+
+
 def fetch_selected(boxes: torch.Tensor, scores: torch.Tensor, sizes: torch.Tensor, score_threshold: float,
                    nms_iou: float, fetch, steps: int = 8) -> list[np.ndarray]:
     """:func:`select_detections_batched` of every pair, then ``fetch(boxes, scores, order, keep)`` read in one
     transfer. When the selection had not settled (more candidates than its first width, or a suppression chain
     longer than its rounds), it runs again as wide as the most candidates of a pair, with eight times the rounds
-    (at most as many as candidates, which always settles), and is read again."""
+    (at most as many as candidates, which always settles), and is read again. With a :class:`ReadLater` fetch,
+    returns a function that reads the results (and runs the wider selection only if needed)."""
     order, keep, settled, needed = select_detections_batched(boxes, scores, sizes, score_threshold, nms_iou,
                                                              steps=steps)
+    if isinstance(fetch, ReadLater):
+        read = to_host_later([settled, needed, *fetch(boxes, scores, order, keep)])
+
+        def later() -> list[np.ndarray]:
+            host = read.result()
+            if bool(host[0]):
+                return host[2:]
+            return fetch_selected(boxes, scores, sizes, score_threshold, nms_iou, fetch.fetch, steps)
+
+        return later
     host = to_host([settled, needed, *fetch(boxes, scores, order, keep)])
     while not bool(host[0]):
         n = max(int(host[1]), 1)
@@ -307,6 +329,14 @@ class DetectionDecoding:
             return np.zeros(0)
         (counts,) = self._kept(features, prompts, lambda b, s, o, keep: [keep.sum(dim=1)])
         return counts.astype(np.float64)
+
+    def decode_counts_later(self, features, prompts):
+        """``Counter.decode_counts_later``: every pair's selection is queued and the copy of its counts to the host
+        started (:class:`ReadLater`); the returned function reads them."""
+        if not prompts:
+            return lambda: np.zeros(0)
+        read = self._kept(features, prompts, ReadLater(lambda b, s, o, keep: [keep.sum(dim=1)]))
+        return lambda: read()[0].astype(np.float64)
 
     def decode(self, features, prompts) -> list[np.ndarray]:
         """Unit mass at the centre of each counted detection."""

@@ -121,47 +121,75 @@ def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classe
                        record: Callable[..., dict], with_maps: bool = False) -> list[dict]:
     """Each image encoded once and decoded with every name of ``classes``; ``record(item, counts)`` builds its
     record (``record(item, counts, maps)`` with ``with_maps``). Without maps, the pairs of a whole batch of images
-    go through one ``decode_counts`` call. An image that fails to load, encode or decode gets an error record; the
-    others go on."""
+    go through one ``decode_counts_later`` call, and the next batch is encoded and queued before this one's counts
+    are read (the device works while the host builds records). An image that fails to load, encode or decode gets
+    an error record; the others go on."""
     records: dict[str, dict] = {}
     loaded = load_images(dataset, unit_ids, ctx, records)
+    pending = None
     for chunk, features in ctx.batches(loaded, model.encode_images):
         if isinstance(features, Exception):
             records.update({it.image_id: error_record(it.image_id, "encoding the image failed", features)
                             for it in chunk})
             continue
-        batched = flat = None
+        read = None
         if not with_maps:  # counts only: every pair of the chunk in one call (one transfer from the device)
             try:
-                flat = model.decode_counts([f for f in features for _ in classes], list(classes) * len(chunk))
-                batched = np.asarray(flat, dtype=np.float64).reshape(len(chunk), len(classes))
-            except Exception:  # found again image by image below, so that one bad image fails alone
-                batched = None
-        n = len(classes)
-        for k, (item, feat) in enumerate(zip(chunk, features, strict=True)):
-            maps = None
-            try:
-                if batched is not None:
-                    counts, said, lo = batched[k].tolist(), flat, k * n
-                elif with_maps:
-                    maps = model.decode([feat] * n, classes)
-                    counts, said, lo = [map_count(m) for m in maps], None, 0
-                else:
-                    said, lo = model.decode_counts([feat] * n, classes), 0
-                    counts = np.asarray(said, float).tolist()
-            except Exception as exc:
-                records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
-                continue
-            bad = unparsed(said, lo, lo + n)
-            if bad:  # a model asked in words that stated no count: the unit fails with its raw answer
-                records[item.image_id] = {"unit_id": item.image_id, "error": bad}
-                continue
-            try:
-                records[item.image_id] = {**(record(item, counts, maps) if with_maps else record(item, counts)),
-                                          **answer_fields(said, lo, lo + n)}
-            except Exception as exc:
-                records[item.image_id] = error_record(item.image_id, "scoring the density maps failed", exc)
+                read = counts_later(model, [f for f in features for _ in classes], list(classes) * len(chunk))
+            except Exception:  # found again image by image, so that one bad image fails alone
+                read = None
+        if pending is not None:
+            _record_batch(model, *pending, classes, record, with_maps, records)
+        pending = (chunk, features, read)
+    if pending is not None:
+        _record_batch(model, *pending, classes, record, with_maps, records)
     return [records[u] for u in unit_ids]
+
+
+def counts_later(model: Any, features: Sequence[Any], prompts: Sequence[str]) -> Callable[[], Any]:
+    """``model.decode_counts_later``, or, for a model without it, its ``decode_counts`` computed now."""
+    later = getattr(model, "decode_counts_later", None)
+    if later is not None:
+        return later(features, prompts)
+    counts = model.decode_counts(features, prompts)
+    return lambda: counts
+
+
+def _record_batch(model: Any, chunk: list[ImageItem], features: list[Any], read: Callable | None,
+                  classes: list[str], record: Callable[..., dict], with_maps: bool, records: dict[str, dict]) -> None:
+    """The records of one encoded batch: its counts read (``read``, queued by ``decode_counts_later``), or decoded
+    image by image when there is no read or it failed."""
+    batched = flat = None
+    if read is not None:
+        try:
+            flat = read()
+            batched = np.asarray(flat, dtype=np.float64).reshape(len(chunk), len(classes))
+        except Exception:  # found again image by image below, so that one bad image fails alone
+            batched = None
+    n = len(classes)
+    for k, (item, feat) in enumerate(zip(chunk, features, strict=True)):
+        maps = None
+        try:
+            if batched is not None:
+                counts, said, lo = batched[k].tolist(), flat, k * n
+            elif with_maps:
+                maps = model.decode([feat] * n, classes)
+                counts, said, lo = [map_count(m) for m in maps], None, 0
+            else:
+                said, lo = model.decode_counts([feat] * n, classes), 0
+                counts = np.asarray(said, float).tolist()
+        except Exception as exc:
+            records[item.image_id] = error_record(item.image_id, "decoding failed", exc)
+            continue
+        bad = unparsed(said, lo, lo + n)
+        if bad:  # a model asked in words that stated no count: the unit fails with its raw answer
+            records[item.image_id] = {"unit_id": item.image_id, "error": bad}
+            continue
+        try:
+            records[item.image_id] = {**(record(item, counts, maps) if with_maps else record(item, counts)),
+                                      **answer_fields(said, lo, lo + n)}
+        except Exception as exc:
+            records[item.image_id] = error_record(item.image_id, "scoring the density maps failed", exc)
 
 
 class PracoNegative(Task):
