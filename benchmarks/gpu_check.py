@@ -8,6 +8,10 @@ Steps, each in its own process, their output in ``<out>/gpu-check.log``:
 2. ``praco_throughput.py``: OWLv2-base at 960 px and CLIPSeg at its real size, random weights, fp32 and bf16 (pairs/s,
    the model-only forward on the same batch and their ratio, GPU busy %, peak memory, host time per pair, bf16 counts
    against fp32), rows in ``<out>/praco.json``;
+2b. ``dispatch_budget.py``: kernels per image of the negative-label test at the checkpoints' depth, counted (a
+   target on every device), in ``<out>/dispatch.json``; ``praco_profile.py``: where a bf16 batch's time goes
+   (``torch.profiler``), in ``<out>/profile.txt``; ``vlm_throughput.py``: SmolVLM-256M's architecture from its
+   config, batched questions against one at a time (questions/s), in ``<out>/vlm.json``;
 3. ``generator_throughput.py``: a Stable Diffusion 1.5-size pipeline in float16, the sweep's path against the
    pipeline's own batched call and the UNet alone, in ``<out>/generator.json``;
    ``geckonum_time.py``: time per image of GeckoNum's release path (reading a 1024 px image, the counter-based
@@ -145,7 +149,7 @@ class Check:
         if self.quick:
             args = ["--size", "tiny", "--images", "2", "--classes", "3", "--threads", "1"]
         else:
-            args = ["--images", "30", "--classes", "10", "--batch-size", "16", "--repeats", "5", "--threads", "4"]
+            args = ["--images", "128", "--classes", "10", "--batch-size", "32", "--repeats", "3", "--threads", "4"]
         self.run("praco_throughput", ["benchmarks/praco_throughput.py", "--device", self.device, "--counters",
                                       ",".join(COUNTERS), "--precision", "fp32,bf16", "--json", str(path), *args],
                  timeout=300)
@@ -220,6 +224,46 @@ class Check:
                   f"({r['counter']} OWLv2) {r['counter_ms_per_image']:.1f}, DSG + TIFA (tiny VLM) "
                   f"{r['dsg_tifa_ms_per_image']:.1f} ms per image ({r['images']} images)")
         self.target("GeckoNum release: ms per image", figure, "measured (docs/geckonum.md)", True, self.gpu)
+
+    # --- 2b. kernels per pair, where a batch's time goes, a model asked in words -----------------------------------
+    def dispatch(self) -> None:
+        """``dispatch_budget.py``: kernels per image of the negative-label test at the checkpoints' depth, counted
+        (the same figure on any machine: it applies on the CPU too)."""
+        path = self.out / "dispatch.json"
+        self.run("dispatch_budget", ["benchmarks/dispatch_budget.py", "--json", str(path)], timeout=240)
+        rows = json.loads(path.read_text()) if path.is_file() else []
+        figure = ", ".join(f"{r['counter']} {r['precision']} {r['kernels']:.1f}" for r in rows) or "not measured"
+        self.target("kernels per image (8 pairs), counted", figure, "within benchmarks/dispatch_budget.py BUDGETS",
+                    bool(rows) and all(r["ok"] for r in rows), True)
+
+    def profile(self) -> None:
+        """``praco_profile.py``: the cached loop at two batch sizes and one run under ``torch.profiler`` (operators
+        by device and host time), in ``<out>/profile.txt``; a figure for docs/benchmarks.md, no target."""
+        path = self.out / "profile.txt"
+        args = (["--size", "tiny", "--images", "4", "--classes", "3", "--batch-sizes", "2,4", "--threads", "1"]
+                if self.quick else ["--images", "64", "--classes", "10", "--batch-sizes", "16,64", "--threads", "4"])
+        rc = self.run("praco_profile", ["benchmarks/praco_profile.py", "--device", self.device, "--counters",
+                                        ",".join(COUNTERS), "--precision", "bf16", "--out", str(path), *args],
+                      timeout=240)
+        self.target("profile of a bf16 batch (owlv2, clipseg)", f"{path.name} (exit {rc})",
+                    "written (docs/benchmarks.md)", rc == 0 and path.is_file(), self.gpu)
+
+    def vlm(self) -> None:
+        """``vlm_throughput.py``: SmolVLM-256M's architecture built from its config (random weights), batched
+        questions (each image encoded once) against one question at a time."""
+        path = self.out / "vlm.json"
+        args = (["--arch", "idefics3", "--quick"] if self.quick else
+                ["--arch", "idefics3", "--size", "smolvlm-256m", "--images", "16", "--questions", "10",
+                 "--batch-images", "8", "--repeats", "2"])
+        self.run("vlm_throughput", ["benchmarks/vlm_throughput.py", "--device", self.device, "--json", str(path),
+                                    *args], timeout=240)
+        if not path.is_file():
+            return self.target("VLM: batched questions / one at a time", "not measured", "measured", False, True)
+        r = json.loads(path.read_text())
+        figure = (f"{r['batched_questions_per_s']:.1f} vs {r['loop_questions_per_s']:.1f} questions/s "
+                  f"({r['loop_s'] / r['batched_s']:.1f}x; {r['arch']} {r['size']}, {r['pairs']} questions)")
+        self.target("VLM: batched questions / one at a time", figure, "measured (docs/benchmarks.md)", True,
+                    self.gpu)
 
     # --- 4. a real sweep on the device and on the CPU -----------------------------------------------------------
     def sweep_args(self, device: str, store: Path, *extra: str) -> list[str]:
@@ -381,8 +425,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     check = Check(out, args.device, args.quick)
     t0 = time.perf_counter()
-    for step in (check.gpu_tests, check.praco, check.generator, check.geckonum, check.sweeps, check.launcher,
-                 check.records):
+    for step in (check.gpu_tests, check.praco, check.dispatch, check.profile, check.vlm, check.generator,
+                 check.geckonum, check.sweeps, check.launcher, check.records):
         step()
     return check.finish(time.perf_counter() - t0)
 

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p.add_argument("--device", default="cpu")
     p.add_argument("--vision", default="", help="LLaVA's vision tower as SIZE,LAYERS,WIDTH (e.g. 224,12,384: a "
                    "ViT-S/16 at 224 px); default: the tiny 32 px tower")
+    p.add_argument("--size", default="tiny", help="tiny, or smolvlm-256m (SmolVLM-256M's architecture, with "
+                   "--arch idefics3)")
+    p.add_argument("--json", default=None, help="also write the timings and questions per second to this file")
     p.add_argument("--repeats", type=int, default=3, help="best of this many timings of each way")
     p.add_argument("--quick", action="store_true", help="2 images, 4 questions, one timing (a smoke check)")
     args = p.parse_args(argv)
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         sizes = dict(zip(("image_size", "layers", "hidden"), map(int, args.vision.split(",")), strict=True)) \
             if args.vision else {}
-        path = build_tiny_vlm(tmp, args.arch, **sizes)
+        path = build_tiny_vlm(tmp, args.arch, size=args.size, **sizes)
         plain = {"prompt": "plain", "prompt_prefix": "answer en "} if args.arch == "paligemma" else {}
         model = AskedModel(str(path), device=args.device, max_new_tokens=args.max_new_tokens, **plain)
         per_call = args.batch_images * args.questions
@@ -86,7 +89,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     n = len(pairs)
     same = a_batched == a_noreuse == a_loop
     load = os.getloadavg()
-    tower = f"vision tower {args.vision} (size,layers,width)" if args.vision else "tiny vision tower"
+    tower = (f"vision tower {args.vision} (size,layers,width)" if args.vision else
+             f"{args.size} architecture" if args.size != "tiny" else "tiny vision tower")
     print(f"{args.arch} ({tower}, random weights) on {args.device}: {args.images} images x {args.questions} questions "
           f"= {n} pairs, {per_call} pairs per generate call, max_new_tokens={args.max_new_tokens}, "
           f"best of {args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
@@ -97,7 +101,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"  same answers all three ways: {same}")
     if not same:
         raise SystemExit("the batched answers differ from the per-pair loop's")
-    return {"loop_s": t_loop, "batched_s": t_batched, "noreuse_s": t_noreuse, "pairs": n}
+    result = {"arch": args.arch, "size": args.size, "device": args.device, "loop_s": t_loop, "batched_s": t_batched,
+              "noreuse_s": t_noreuse, "pairs": n, "batched_questions_per_s": n / t_batched,
+              "loop_questions_per_s": n / t_loop}
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
 
 
 if __name__ == "__main__":

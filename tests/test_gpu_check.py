@@ -189,14 +189,17 @@ def test_make_gpu_check_runs_every_step_on_the_cpu(tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     result = json.loads((out / "gpu-check.json").read_text())
     assert {p.name for p in out.iterdir()} == {"gpu-check.json", "gpu-check.md", "gpu-check.log", "praco.json",
-                                               "generator.json", "geckonum.json", "pytest-gpu.xml"}
-    assert set(result["steps"]) == {"pytest -m 'gpu or torchvision'", "praco_throughput", "generator_throughput",
+                                               "generator.json", "geckonum.json", "pytest-gpu.xml", "dispatch.json",
+                                               "profile.txt", "vlm.json"}
+    assert set(result["steps"]) == {"pytest -m 'gpu or torchvision'", "praco_throughput", "dispatch_budget",
+                                    "praco_profile", "vlm_throughput", "generator_throughput",
                                     "geckonum_time", "sweep device=cpu", "countboard index",
                                     "hydra/launcher=local_gpu"}
     status = {t["name"]: t["status"] for t in result["targets"]}
     assert status.pop("every step ran") == "PASS" and status.pop("countboard index of the device sweep's store") == "PASS"
+    assert status.pop("kernels per image (8 pairs), counted") == "PASS"  # a count: it applies on the CPU too
     assert set(status.values()) == {"n/a"}, status
-    assert len(status) == 13 and all("not measured" not in t["figure"] for t in result["targets"])
+    assert len(status) == 15 and all("not measured" not in t["figure"] for t in result["targets"])
     have = image_packages() | {WHEELS.normalize(w.name) for w in WHEELS.read_spec()[0]}
     dists = md.packages_distributions()
     required_by_image = set()  # the image's own packages bring their own dependencies (other versions here)

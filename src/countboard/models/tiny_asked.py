@@ -43,7 +43,7 @@ def _text_config(vocab: dict[str, int], cls):
 
 
 def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, words: tuple[str, ...] = (),
-                   answers: tuple[str, ...] = (), **vision: int) -> Path:
+                   answers: tuple[str, ...] = (), size: str = "tiny", **vision: int) -> Path:
     """Save a seeded random ``arch`` model (``ARCHS``), its tokenizer and processor to ``path``; returns it.
 
     ``words`` are added to the vocabulary after ``WORDS`` (``("yes", "no")`` for yes/no questions); without them
@@ -52,7 +52,9 @@ def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, words: 
     answers a parser reads, still decided by the random weights from the image and the question.
 
     ``vision`` (LLaVA only: ``image_size``, ``layers``, ``hidden``) sizes the vision tower, so that a benchmark can
-    give it a realistic share of the work (the default tower is 32 px, one layer of width 32).
+    give it a realistic share of the work (the default tower is 32 px, one layer of width 32). ``size``
+    (idefics3 only): ``"smolvlm-256m"`` builds SmolVLM-256M's architecture (``SMOLVLM_256M``; the tiny vocabulary),
+    for the GPU check's questions per second.
     """
     import torch
     from transformers import GenerationConfig
@@ -63,8 +65,14 @@ def build_tiny_vlm(path: str | Path, arch: str = "llava", seed: int = 0, words: 
     torch.manual_seed(seed)
     if vision and arch != "llava":
         raise ValueError(f"vision tower sizes are for arch=llava, not {arch!r}")
-    model, processor, vocab = _llava(words, **vision) if arch == "llava" else \
-        {"paligemma": _paligemma, "idefics3": _idefics3}[arch](words)
+    if size != "tiny" and (arch, size) != ("idefics3", "smolvlm-256m"):
+        raise ValueError(f"size={size!r}: only arch=idefics3 has another size (smolvlm-256m)")
+    if arch == "llava":
+        model, processor, vocab = _llava(words, **vision)
+    elif arch == "idefics3":
+        model, processor, vocab = _idefics3(words, size)
+    else:
+        model, processor, vocab = _paligemma(words)
     suppress = [i for w, i in vocab.items() if w.startswith("<") or (answers and w not in answers)]
     model.generation_config = GenerationConfig(suppress_tokens=suppress, bos_token_id=vocab["<s>"],
                                                eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
@@ -120,7 +128,17 @@ def _paligemma(words: tuple[str, ...] = ()):
     return PaliGemmaForConditionalGeneration(config).eval(), processor, vocab
 
 
-def _idefics3(words: tuple[str, ...] = ()):
+#: SmolVLM-256M's architecture (HuggingFaceTB/SmolVLM-256M-Instruct's config): a SigLIP-B/16 vision tower at
+#: 512 px, pixel shuffle by 4 (64 image tokens), a 30-layer Llama of width 576 (9 heads, 3 key-value heads).
+SMOLVLM_256M = {"vision": {"image_size": 512, "patch_size": 16, "hidden_size": 768, "intermediate_size": 3072,
+                           "num_hidden_layers": 12, "num_attention_heads": 12},
+                "text": {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                         "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64,
+                         "max_position_embeddings": 8192},
+                "scale_factor": 4, "image_seq_len": 64}
+
+
+def _idefics3(words: tuple[str, ...] = (), size: str = "tiny"):
     from transformers import (
         Idefics3Config,
         Idefics3ForConditionalGeneration,
@@ -131,13 +149,18 @@ def _idefics3(words: tuple[str, ...] = ()):
 
     tok, vocab = _tokenizer(_IDEFICS_TOKENS, words)
     text = _text_config(vocab, LlamaConfig)
-    config = Idefics3Config(vision_config={"image_size": 32, "patch_size": 8, "hidden_size": 32,
-                                           "intermediate_size": 64, "num_hidden_layers": 1,
-                                           "num_attention_heads": 2},
-                            text_config=text.to_dict(), image_token_id=vocab["<image>"], scale_factor=2)
-    images = Idefics3ImageProcessorPil(size={"longest_edge": 32}, max_image_size={"longest_edge": 32},
-                                    do_image_splitting=False)
-    processor = Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=4,
+    if size == "smolvlm-256m":
+        text = LlamaConfig(**{**text.to_dict(), **SMOLVLM_256M["text"]})
+        vision, scale, seq_len = SMOLVLM_256M["vision"], SMOLVLM_256M["scale_factor"], SMOLVLM_256M["image_seq_len"]
+    else:
+        vision = {"image_size": 32, "patch_size": 8, "hidden_size": 32, "intermediate_size": 64,
+                  "num_hidden_layers": 1, "num_attention_heads": 2}
+        scale, seq_len = 2, 4
+    config = Idefics3Config(vision_config=vision, text_config=text.to_dict(), image_token_id=vocab["<image>"],
+                            scale_factor=scale)
+    side = {"longest_edge": vision["image_size"]}
+    images = Idefics3ImageProcessorPil(size=side, max_image_size=side, do_image_splitting=False)
+    processor = Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=seq_len,
                                   chat_template=CHAT_TEMPLATE)
     return Idefics3ForConditionalGeneration(config).eval(), processor, vocab
 

@@ -486,8 +486,14 @@ class GeckoNumAutoEval(Task):
         return {"annotation_images.zip": path}, pd.DataFrame(rows, columns=ANNOTATION_COLUMNS)
 
 
+#: Threads that encode and write PNGs beside the generator (at most the machine's cores).
+WRITER_THREADS = 4
+
+
 class ImageWriter:
-    """Saves generated images into ``image_dir`` (None: saves nothing) on one thread beside the generator.
+    """Saves generated images into ``image_dir`` (None: saves nothing) on a pool of ``WRITER_THREADS`` threads beside
+    the generator (PNG encoding releases the interpreter's lock, so the images of a batch are encoded at once while
+    the next batch is generated).
 
     Each image is ``<image id>.png`` with its side file ``<image id>.json`` (what the generator drew), both
     written under a temporary name and renamed, the side file first: a PNG is there only when whole, so a job
@@ -500,7 +506,8 @@ class ImageWriter:
         from concurrent.futures import ThreadPoolExecutor
 
         self.image_dir = image_dir
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="image-writer") if image_dir is not None else None
+        threads = max(1, min(WRITER_THREADS, os.cpu_count() or 1))
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="image-writer") if image_dir is not None else None
         self._pending: list = []
         if image_dir is not None:
             image_dir.mkdir(parents=True, exist_ok=True)
