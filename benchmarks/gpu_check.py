@@ -196,7 +196,7 @@ class Check:
     def generator(self) -> None:
         path = self.out / "generator.json"
         args = (["--quick"] if self.quick else
-                ["--size", "sd15", "--images", "8", "--batch", "8", "--steps", "25", "--repeats", "2", "--threads", "4"])
+                ["--size", "sd15", "--images", "32", "--batch", "8", "--steps", "25", "--repeats", "2", "--threads", "4"])
         self.run("generator_throughput", ["benchmarks/generator_throughput.py", "--device", self.device,
                                           "--dtype", "float16", "--json", str(path), *args], timeout=300)
         if not path.is_file():
