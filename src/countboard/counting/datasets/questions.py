@@ -24,7 +24,8 @@ from countboard.items import ImageItem
 _VERBS = ("are", "is", "were", "was", "does", "do", "did", "can", "could", "will", "would", "have", "has", "had",
           "appear", "appears", "there", "in", "on", "at", "of", "visible", "seen", "shown", "pictured", "that",
           "which", "who", "sitting", "standing", "being")
-_HOW_MANY = re.compile(r"\bhow\s+many\s+(.+?)(?:\s+(?:" + "|".join(_VERBS) + r")\b|[?.,]|$)", re.IGNORECASE)
+_STOP = "|".join(_VERBS)
+_HOW_MANY = re.compile(rf"\bhow\s+many\s+(?!(?:{_STOP})\b)(.+?)(?:\s+(?:{_STOP})\b|[?.,]|$)", re.IGNORECASE)
 
 
 def counted_noun(question: str) -> str | None:
@@ -33,8 +34,8 @@ def counted_noun(question: str) -> str | None:
     Example:
         >>> counted_noun("How many headlights does the black bus have?"), counted_noun("How many dogs?")
         ('headlights', 'dogs')
-        >>> counted_noun("Count the people.") is None
-        True
+        >>> counted_noun("Count the people.") is None, counted_noun("How many are there?") is None
+        (True, True)
     """
     match = _HOW_MANY.search(str(question))
     if not match:
