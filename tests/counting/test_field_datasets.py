@@ -323,3 +323,15 @@ def test_mucca_refusals(tmp_path):
     (tmp_path / "images" / "mcac_3.jpg").unlink()
     with pytest.raises(DataNotFoundError, match="1 of the 4 images are missing"):
         MuccaDataset(tmp_path)
+
+
+def test_mucca_reads_the_released_praco_metadata(shared_data):
+    """The PrACo repository's multi-class metadata (the layout MUCCA's package unpacks to), without its images:
+    200 images, 45 classes, every image's class list agreeing with its counts, every map's mass its count."""
+    ds = MuccaDataset(shared_data / "praco_multiclass", check_files=False)
+    assert len(ds) == 200 and len(ds.classes) == 45
+    for image_id in ds.image_ids[:25]:
+        for cls, n in ds.counts_of(image_id).items():
+            if n:
+                assert ds.gt_density_map(image_id, cls).sum() == pytest.approx(n, rel=1e-4)
+    assert ds.gt_density_map("mcac_1.jpg", "bowls").shape == (384, 496)  # 699 x 894: 384 x 16 * round(30.7)
