@@ -14,7 +14,7 @@ from countboard.counting.datasets.capture import CaptureDataset
 from countboard.counting.datasets.countqa import CountQADataset
 from countboard.counting.datasets.fscd147 import FSCD147Dataset, coco_boxes
 from countboard.counting.datasets.mucca import MuccaDataset, density_map, letterbox_rows, read_image_classes
-from countboard.counting.datasets.pixmo_count import PixmoCountDataset, row_points, url_key
+from countboard.counting.datasets.pixmo_count import PixmoCountDataset, failed_download, row_points, url_key
 from countboard.counting.datasets.questions import counted_noun, decode_image, integer_answer
 from countboard.counting.datasets.tallyqa import TallyQADataset
 from countboard.errors import ConfigError, DataNotFoundError
@@ -99,6 +99,15 @@ def test_pixmo_count_missing_images_refused_or_skipped(tmp_path, caplog):
     assert "allenai/pixmo-count" in _one_line(caught)
     with pytest.raises(ConfigError, match="use split in"):
         PixmoCountDataset(tmp_path, split="dev")
+
+
+def test_pixmo_count_an_error_note_in_the_cache_is_a_missing_image(tmp_path):
+    write_pixmo_count(tmp_path, n=3)
+    frame = pd.read_parquet(tmp_path / "data" / "test-00000-of-00001.parquet")
+    (tmp_path / "images" / url_key(frame["image_url"][0])).write_text("Error: 404 Client Error: Not Found")
+    ds = PixmoCountDataset(tmp_path, missing="skip")
+    assert ds.left_out == 1 and ds.image_ids == ["pixmo_test_00001", "pixmo_test_00002"]
+    assert not failed_download(ds._files["pixmo_test_00001"])
 
 
 def test_pixmo_count_check_sha_catches_a_replaced_image(tmp_path):

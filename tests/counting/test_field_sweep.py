@@ -27,10 +27,16 @@ def test_classic_sweep_over_the_field_datasets_with_the_oracle_and_a_vlm(tmp_pat
     run_sweep(["-m", "model=oracle", f"dataset={','.join(DATASETS)}", "task=classic"], tmp_path, timeout=600)
     run_sweep(["-m", "model=vlm", f"model.model_id={tiny}", "model.max_new_tokens=4",
                f"dataset={','.join(DATASETS)}", "task=classic"], tmp_path, timeout=600)
+    # MUCCA under PrACo++ too: every class prompted, localized metrics against the authors' maps of its points
+    run_sweep(["model=oracle", "dataset=mucca", "task=praco_multiclass"], tmp_path, timeout=300)
     store = tmp_path / "mlruns"
     runs = store_runs(store)
     cells = runs[runs["tags.countboard.role"] == "cell"]
-    assert len(cells) == 2 * len(DATASETS) and set(cells["status"]) == {"FINISHED"}
+    assert len(cells) == 2 * len(DATASETS) + 1 and set(cells["status"]) == {"FINISHED"}
+    multiclass = cells[cells["params.task.name"] == "praco_multiclass"].iloc[0]
+    assert multiclass["metrics.mc_mae_macro"] == 0.0
+    assert multiclass["metrics.mc_localized_mae_macro_div4"] < 0.5
+    cells = cells[cells["params.task.name"] == "classic"]
     for _, cell in cells.iterrows():
         dataset, model = cell["params.dataset.name"], cell["params.model.name"]
         art = _artifacts(store, cell["run_id"])

@@ -9,7 +9,8 @@ Layout under ``root`` (``allenai/pixmo-count`` as downloaded, e.g. ``huggingface
 The images are URLs (the hub holds none): ``image_dir`` is the folder they were downloaded to, each file named as
 Molmo's ``download_pixmo_urls`` names its cache, the SHA-256 of the URL, or by the row's ``image_sha256`` (the hash
 of the file's bytes); an extension is allowed. ``check_sha`` verifies the bytes' hash against ``image_sha256``, as
-Molmo's downloader does with ``check_sha``. Rows whose image is absent are refused (``missing=refuse``) or, as
+Molmo's downloader does with ``check_sha``. Rows whose image is absent, or whose file is
+the error note Molmo's downloader leaves for a URL it could not fetch, are refused (``missing=refuse``) or, as
 Molmo's ``filter_and_group_data`` drops URLs that did not download, left out with a warning (``missing=skip``).
 
 A unit is a row (``pixmo_<split>_<row>``); its class is the label, its count ``count``; ``points`` (train only,
@@ -95,7 +96,7 @@ class PixmoCountDataset(QuestionSet, ListedSplitDataset):
         for k, row in enumerate(frame.itertuples(index=False)):
             unit = f"pixmo_{split}_{k:05d}"
             path = files.get(url_key(row.image_url)) or files.get(str(row.image_sha256))
-            if path is None:
+            if path is None or failed_download(path):
                 absent.append(unit)
                 continue
             label = str(row.label).strip()
@@ -122,6 +123,15 @@ class PixmoCountDataset(QuestionSet, ListedSplitDataset):
             raise ValueError(f"{self._files[image_id]}: its SHA-256 is not the row's image_sha256 "
                              f"{self._sha[image_id][:12]}...: the URL now serves another file")
         return decode_image(data, str(self._files[image_id]))
+
+
+def failed_download(path: Path) -> bool:
+    """Whether a cached file is the note Molmo's downloader writes in place of an image it could not fetch (under
+    100 bytes, starting with ``<`` or holding ``Error``, the test its ``_download_images`` makes)."""
+    if path.stat().st_size >= 100:
+        return False
+    head = path.read_bytes()[:100]
+    return head.startswith(b"<") or b"Error" in head
 
 
 def _index(folder: Path) -> dict[str, Path]:
