@@ -1,4 +1,4 @@
-"""CountQA (Tamarapalli et al. 2025: over 1,500 counting questions on real photographs of dense, cluttered and
+"""CountQA (2025: over 1,500 counting questions on real photographs of dense, cluttered and
 occluded objects) as a Hugging Face parquet download.
 
 Layout under ``root`` (assumed: the release's card was not reachable when this loader was written, so it reads the
