@@ -89,8 +89,8 @@ def test_each_task_defaults_to_a_dataset_it_takes(hydra_init, task):
      "class_blind, clipseg,"),
     (["model=oracle", "task=praco_negative", "dataset=shape_prompts"],
      "task=praco_negative takes a counting dataset (one class per image, FSC-147 layout); dataset=shape_prompts is "
-     "a prompt set for image generators; counting datasets: countbench, fsc147, geckonum_release, pairtally, "
-     "synthetic_shapes (choose with dataset=<option>)"),
+     "a prompt set for image generators; counting datasets: capture, countbench, countqa, fsc147, fscd147, "
+     "geckonum_release, mucca, pairtally, pixmo_count, synthetic_shapes, tallyqa (choose with dataset=<option>)"),
 ])
 def test_a_misfit_is_one_line_naming_what_fits(hydra_init, overrides, says):
     with pytest.raises(ConfigError) as caught:

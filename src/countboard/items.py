@@ -30,6 +30,9 @@ class ImageItem:
         class_name: The image's own (positive) class, when it has one.
         counts: Annotated counts per class name where the dataset knows counts but no points (GeckoNum's human
             answers); empty otherwise.
+        object_boxes: Every annotated object's box of the image's own class, ``(K, 4)`` of ``(y0, x0, y1, x1)``
+            pixels (the order of ``models.base``'s boxes), where the dataset annotates them (FSCD-147's COCO boxes,
+            the ground truth of detection AP); ``None`` otherwise. ``boxes`` are exemplars, not this.
     """
 
     image_id: str
@@ -38,6 +41,7 @@ class ImageItem:
     boxes: dict[str, np.ndarray] = field(default_factory=dict)
     class_name: str | None = None
     counts: dict[str, float] = field(default_factory=dict)
+    object_boxes: np.ndarray | None = None
 
     @property
     def size(self) -> tuple[int, int]:
