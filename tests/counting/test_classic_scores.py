@@ -135,3 +135,15 @@ def test_conventions_score_every_answer_and_the_count_metrics_the_parsed_ones(bo
     # a pointing or open-question model's answers are no number a harness reads: no convention is logged
     points = ClassicCounting().summarize(pd.DataFrame(records), SimpleNamespace(answers="points"), boxed, ctx)
     assert not any(k.startswith("conv_") for k in points.metrics)
+
+
+def test_a_tiny_owlv2_counts_its_detections_and_is_scored_by_them(boxed, ctx, tiny_owlv2_dir):
+    from countboard.counting.models.owlv2 import Owlv2Counter
+
+    owl = Owlv2Counter(model_id=str(tiny_owlv2_dir), score_threshold=0.0)  # random weights: keep every box
+    records, metrics = _run(owl, boxed, ctx)
+    items = [boxed.load(r["image_id"]) for r in records]
+    assert [r["count"] for r in records] == owl.count(items, [it.class_name for it in items]).tolist()
+    assert sum(r["count"] for r in records) > 0
+    ap, ap50 = coco_reference(records)
+    assert metrics["det_ap"] == pytest.approx(ap, abs=1e-9) and metrics["det_ap50"] == pytest.approx(ap50, abs=1e-9)
