@@ -102,3 +102,29 @@ def test_a_benchmark_without_models_asked_in_words_says_where_conventions_come_f
     at = _open(monkeypatch, store)
     at.selectbox(key=GROUP).set_value("fsc147 · test").run()
     assert any("model asked in words" in i.value for i in at.info)
+
+
+def test_the_scores_table_keeps_the_columns_some_run_reports():
+    from countboard.index.praco_table import table_csv, table_latex
+    from countboard.index.scores_table import scores_caption, scores_table
+
+    rows = pd.DataFrame({"model": ["vlm_a", "vlm_a", "owlv2"], "dataset": "d", "split": "test",
+                         "task": ["classic", "classic", "classic"], "end_time": [2, 1, 3],
+                         "mae": [1.5, 9.0, 4.0], "smape": [10.0, 50.0, 20.0], "det_ap": [None, None, 33.3],
+                         "conv_vlmevalkit_countbenchqa": [88.0, 10.0, None], "conv_countboard": [None, None, None]})
+    table, columns = scores_table(rows, "d")
+    assert [c[1] for c in columns] == ["MAE", "sMAPE", "AP", "VLMEvalKit CountBenchQA"]  # no run has ours here
+    assert table.set_index("Method").loc["vlm_a"].tolist()[:2] == [1.5, 10.0]  # the latest run of the model
+    tex = table_latex(table, scores_caption("d", "test"), "tab:x", columns)
+    assert r"\multicolumn{2}{c}{Counts}" in tex and "AP $\\uparrow$" in tex and "sMAPE $\\downarrow$" in tex
+    assert "owlv2 & 4.00 & 20.00 & 33.30 & -- \\\\" in tex
+    assert table_csv(table, columns).splitlines()[0] == "Method,MAE,sMAPE,AP,VLMEvalKit CountBenchQA"
+
+
+@pytest.mark.slow
+def test_the_counters_page_offers_the_scores_table(monkeypatch, store):
+    at = _open(monkeypatch, store)
+    at.selectbox(key="scores_table_dataset").set_value("countbench").run()
+    table = next(df.value for df in at.dataframe if "lmms countbench" in df.value)
+    assert table.set_index("Method").loc["vlm_b", "VLMEvalKit CountBenchQA"] == 95.0
+    assert {b.proto.label for b in at.get("download_button")} >= {"CSV", "LaTeX"}
