@@ -51,7 +51,8 @@ def spread_table(long: pd.DataFrame) -> pd.DataFrame:
     out["Spread"] = wide.max(axis=1) - wide.min(axis=1)
     out["Lowest"], out["Highest"] = wide.idxmin(axis=1), wide.idxmax(axis=1)
     out = out.reset_index().rename(columns={"label": "Model"}).sort_values("Spread", ascending=False, kind="stable")
-    return out.reset_index(drop=True)
+    # the spread first: a wide table scrolls sideways, the conventions' values after it
+    return out[["Model", "Spread", "Lowest", "Highest", *wide.columns]].reset_index(drop=True)
 
 
 def swapped_pairs(long: pd.DataFrame) -> pd.DataFrame:
@@ -106,7 +107,8 @@ def draw_conventions(ctx, fig: FigureInfo) -> None:
     st.caption("Accuracy (%) of each model's raw answers, stored once, under each convention: lmms-eval's and "
                "VLMEvalKit's rules as their code defines them, and ours (docs/counters.md quotes each rule).")
     st.plotly_chart(spread_chart(long), key=f"{ctx.prefix}_conventions")
-    st.dataframe(spread.round(2), hide_index=True, key=f"{ctx.prefix}_conventions_spread")
+    st.dataframe(spread.round(2), hide_index=True, key=f"{ctx.prefix}_conventions_spread",
+                 column_config={"Model": st.column_config.TextColumn("Model", pinned=True)})
     if long.label.nunique() < 2:
         st.caption("One model here: its spread only; rankings need two models.")
         return
@@ -118,11 +120,11 @@ def draw_conventions(ctx, fig: FigureInfo) -> None:
     else:
         st.warning(f"The ranking changes with the convention: {len(swaps)} pair(s) of models swap places "
                    f"(lowest Kendall's τ between two conventions: {off.min():.2f}).")
-    cols = st.columns(2)
-    cols[0].markdown("Kendall's τ between the conventions' rankings")
-    cols[0].dataframe(tau.round(3), key=f"{ctx.prefix}_conventions_tau")
-    cols[1].markdown("Pairs of models whose order depends on the convention")
-    cols[1].dataframe(swaps, hide_index=True, key=f"{ctx.prefix}_conventions_swaps")
+    st.markdown("Kendall's τ between the conventions' rankings")
+    st.dataframe(tau.round(3), key=f"{ctx.prefix}_conventions_tau")
+    if not swaps.empty:
+        st.markdown("Pairs of models whose order depends on the convention")
+        st.dataframe(swaps, hide_index=True, key=f"{ctx.prefix}_conventions_swaps")
 
 
 def spread_chart(long: pd.DataFrame):
