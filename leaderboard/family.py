@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+import conventions
 import data
 import galleries
 import sections
@@ -34,6 +35,7 @@ DRAW = {
     "histograms": sections.draw_histograms,
     "pointing": sections.draw_pointing,
     "answers": sections.draw_answers,
+    "conventions": conventions.draw_conventions,
     "density_gallery": galleries.draw_density_gallery,
     "overlay_gallery": galleries.draw_overlay_gallery,
     "image_gallery": galleries.draw_image_gallery,
@@ -54,6 +56,7 @@ TAB = {
     "histograms": "Distributions",
     "pointing": "Pointing game",
     "answers": "Answers",
+    "conventions": "Conventions",
     "density_gallery": "Density maps",
     "overlay_gallery": "Overlays",
     "image_gallery": "Images",

@@ -16,6 +16,8 @@ from countboard.index.praco_table import (
     table_latex,
     task_protocols,
 )
+from countboard.index.scores_table import TASKS as SCORE_TASKS
+from countboard.index.scores_table import scores_caption, scores_table
 
 PAGE = "counters"
 FAMILY = "counters"
@@ -58,9 +60,38 @@ def paper_table() -> None:
                           key="praco_table_tex")
 
 
+@st.fragment
+def classic_scores_table() -> None:
+    """The classic test's scores of one benchmark (count errors, AP, conventions), as CSV and LaTeX downloads."""
+    st.header("Classic counting scores (CSV and LaTeX)")
+    if not widgets.second_table_ready(FAMILY, "No counter runs yet: the table fills from classic runs.",
+                                      "scores_table", "the classic scores table"):
+        return
+    rows = data.query(queries.family_rows(FAMILY))
+    rows = rows[rows["task"].isin(SCORE_TASKS)]
+    if rows.empty:
+        st.info("No classic run yet: `countboard-sweep -m model=... dataset=... task=classic` fills this table.")
+        return
+    cols = st.columns(2)
+    dataset = cols[0].selectbox("Dataset", sorted(set(rows.dataset.dropna())), key="scores_table_dataset")
+    split = cols[1].selectbox("Split", sorted(set(rows[rows.dataset == dataset].split.dropna())),
+                              key="scores_table_split")
+    table, columns = scores_table(rows, dataset, split)
+    caption = scores_caption(dataset, split)
+    st.caption(caption)
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"Method": st.column_config.TextColumn("Method", pinned=True)})
+    left, right = st.columns(2)
+    name = f"classic_{dataset}_{split}"
+    left.download_button("CSV", table_csv(table, columns), f"{name}.csv", mime="text/csv", key="scores_table_csv")
+    right.download_button("LaTeX", table_latex(table, caption, f"tab:{name}", columns), f"{name}.tex",
+                          mime="application/x-tex", key="scores_table_tex")
+
+
 def main() -> None:
     family.render_page(PAGE)
     paper_table()
+    classic_scores_table()
 
 
 if __name__ == "__main__":

@@ -30,9 +30,10 @@ class ImageItem:
         class_name: The image's own (positive) class, when it has one.
         counts: Annotated counts per class name where the dataset knows counts but no points (GeckoNum's human
             answers); empty otherwise.
-        object_boxes: Every annotated object's box of the image's own class, ``(K, 4)`` of ``(y0, x0, y1, x1)``
-            pixels (the order of ``models.base``'s boxes), where the dataset annotates them (FSCD-147's COCO boxes,
-            the ground truth of detection AP); ``None`` otherwise. ``boxes`` are exemplars, not this.
+        object_boxes: Ground-truth boxes of every annotated object per class name, each ``(K, 4)`` pixel
+            ``(y0, x0, y1, x1)`` in the coordinates of ``image`` (FSCD-147's box annotations; ``boxes`` holds the
+            exemplars): what the detection AP of a counter that outputs boxes is scored against. Empty when the
+            dataset has none.
     """
 
     image_id: str
@@ -41,7 +42,7 @@ class ImageItem:
     boxes: dict[str, np.ndarray] = field(default_factory=dict)
     class_name: str | None = None
     counts: dict[str, float] = field(default_factory=dict)
-    object_boxes: np.ndarray | None = None
+    object_boxes: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def size(self) -> tuple[int, int]:

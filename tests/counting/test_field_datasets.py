@@ -213,9 +213,10 @@ def test_fscd147_gives_every_object_box_of_val_and_test(tmp_path):
             _, label, count, boxes = truth[image_id]
             item = ds.load(image_id)
             assert item.class_name == label and item.count_of() == count == ds.count_of(image_id)
-            assert item.object_boxes.shape == (count, 4)
-            np.testing.assert_allclose(item.object_boxes, boxes, atol=1e-9)   # (y0, x0, y1, x1)
-            assert (item.object_boxes[:, 2] > item.object_boxes[:, 0]).all()
+            assert list(item.object_boxes) == [label] and item.object_boxes[label].shape == (count, 4)
+            got = item.object_boxes[label]
+            np.testing.assert_allclose(got, boxes, atol=1e-9)   # (y0, x0, y1, x1)
+            assert (got[:, 2] > got[:, 0]).all()
             assert item.boxes[label].shape == (3, 4)                           # FSC-147's exemplars stay
     coco = json.loads((tmp_path / "instances_test.json").read_text())
     x, y, w, h = coco["annotations"][0]["bbox"]

@@ -245,9 +245,13 @@ def test_gt_zero_is_left_out_and_counted(tmp_path, ctx):
     _, classic = run(ClassicCounting(), OracleCounter(), ds, ctx)
     points = {k: v for k, v in classic.metrics.items() if "__" not in k}
     assert points == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": float(n_zero), "n_images": len(ds.counts),
-                      "exact_accuracy": 1.0}
+                      "exact_accuracy": 1.0, **PERFECT_ERRORS, "n_images_all": len(ds.counts)}
     _, mosaic = run(PracoMosaic(n_figures=0), OracleCounter(), ds, ctx)
     assert mosaic.metrics["cnt_recall"] == 1.0
+
+
+#: The count errors of ``metrics.count_errors`` when every count is right (gt 0 included: sMAPE 0, nMAE 0).
+PERFECT_ERRORS = {"off_by_one_acc": 100.0, "nmae": 0.0, "smape": 0.0, "relaxed_acc_5": 100.0, "relaxed_acc_10": 100.0}
 
 
 def test_classic(shapes, ctx):
@@ -256,7 +260,9 @@ def test_classic(shapes, ctx):
     # every count right: each bootstrap interval is the point itself
     assert result.metrics == {"mae": 0.0, "rmse": 0.0, "mape": 0.0, "n_gt_zero": 0.0, "n_images": n,
                               **{f"{k}__{side}": 0.0 for k in ("mae", "rmse", "mape") for side in ("low", "high")},
-                              "exact_accuracy": 1.0, "exact_accuracy__low": 1.0, "exact_accuracy__high": 1.0}
+                              "exact_accuracy": 1.0, "exact_accuracy__low": 1.0, "exact_accuracy__high": 1.0,
+                              **PERFECT_ERRORS, "n_images_all": n,
+                              **{f"{k}__{side}": v for k, v in PERFECT_ERRORS.items() for side in ("low", "high")}}
     assert result.tags == {"bootstrap": "percentile, 2000 resamples, seed 0"}
 
 

@@ -63,11 +63,24 @@ def test_negative_records_hold_parsed_counts_and_raw_answers(counter, shapes, ct
 
 def test_an_unparsable_answer_fails_its_unit_with_the_raw_answer(counter, shapes, ctx, forced):
     forced("cats")
-    for task in (PracoNegative(), ClassicCounting()):
-        units = task.units(counter, shapes, ctx)
-        records = task.run_units(counter, shapes, units, ctx)
-        assert len(records) == len(units)
-        assert all("error" in r and "unparsable answer 'cats'" in r["error"] for r in records)
+    task = PracoNegative()
+    units = task.units(counter, shapes, ctx)
+    records = task.run_units(counter, shapes, units, ctx)
+    assert len(records) == len(units)
+    assert all("error" in r and "unparsable answer 'cats'" in r["error"] for r in records)
+
+
+def test_classic_keeps_an_unparsable_answer_for_the_conventions_out_of_the_count_metrics(counter, shapes, ctx,
+                                                                                          forced):
+    forced("cats")
+    task = ClassicCounting()
+    records = task.run_units(counter, shapes, task.units(counter, shapes, ctx), ctx)
+    assert all("error" not in r and "count" not in r and r["answer"] == "cats"
+               and "unparsable answer 'cats'" in r["parse_error"] for r in records)
+    metrics = task.summarize(pd.DataFrame(records), counter, shapes, ctx).metrics
+    assert metrics["n_images"] == 0 and metrics["n_unparsed_answers"] == metrics["n_answers"] == len(records)
+    assert np.isnan(metrics["mae"]) and metrics["smape"] == 100.0 and metrics["off_by_one_acc"] == 0.0
+    assert all(metrics[k] == 0.0 for k in metrics if k.startswith("conv_") and "__" not in k)
 
 
 def test_classic_reports_the_parsed_and_the_strict_convention(counter, shapes, ctx, forced):
@@ -80,6 +93,12 @@ def test_classic_reports_the_parsed_and_the_strict_convention(counter, shapes, c
     assert metrics["mae"] == pytest.approx(np.abs(3 - gt).mean())
     assert metrics["answer_exact_acc"] == pytest.approx(100 * (gt == 3).mean())
     assert metrics["lmms_countbench_acc"] == pytest.approx(100 * (gt == 3).mean())  # "three" maps to "3"
+    # the same answers under every convention: "three" is 3 for lmms-eval's countbench, VLMEvalKit's TallyQA and
+    # ours, and never for the digit-only rules
+    for key in ("conv_lmms_eval_countbench", "conv_vlmevalkit_tallyqa", "conv_countboard"):
+        assert metrics[key] == pytest.approx(100 * (gt == 3).mean())
+    for key in ("conv_lmms_eval_countbenchqa", "conv_lmms_eval_pixmo_count", "conv_vlmevalkit_countbenchqa"):
+        assert metrics[key] == 0.0
 
 
 def test_multiclass_runs_on_counts_without_localized_metrics(counter, tmp_path, ctx, forced):

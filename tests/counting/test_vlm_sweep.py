@@ -1,5 +1,6 @@
 """Real sweeps of model=vlm on a tiny random LLaVA folder: praco_negative and classic, and the same model as the
-judge of geckonum_autoeval; parsed counts and raw answers in samples.parquet, unparsable answers as failures."""
+judge of geckonum_autoeval; parsed counts and raw answers in samples.parquet, unparsable answers as failures (kept,
+with every scoring convention logged, by classic)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pandas as pd
 import pytest
 
 from countboard.models.answers import parse_count
+from countboard.models.conventions import CONVENTION_KEYS
 from countboard.models.tiny_asked import build_tiny_vlm
 from tests.conftest import run_sweep, store_runs
 
@@ -41,9 +43,13 @@ def test_vlm_sweeps_negative_classic_and_judges_geckonum(tmp_path):
             classes = list(pd.read_parquet(art / "tables" / "negative_counts.parquet").columns[3:])
             for counts, answers in zip(samples["counts"], samples["answers"], strict=True):
                 assert list(counts) == [parse_count(a, c).count for a, c in zip(answers, classes, strict=True)]
-        if task == "classic" and samples is not None:
-            assert all(parse_count(a, c).count == n for a, c, n in
-                       zip(samples["answer"], samples["class_name"], samples["count"], strict=True))
+        if task == "classic":  # every answer kept: the parsed count, or no count with the reason
+            counts = samples["count"] if "count" in samples else pd.Series([None] * len(samples))
+            assert all(parse_count(a, c).count == n if pd.notna(n) else parse_count(a, c).count is None
+                       for a, c, n in zip(samples["answer"], samples["class_name"], counts, strict=True))
+            assert not failures
+            logged = cells.loc[task].filter(like="metrics.conv_").dropna()
+            assert {k.removeprefix("metrics.") for k in logged.index} >= set(CONVENTION_KEYS)
         if task == "geckonum_autoeval":
             assert samples["evaluator_answers"].map(json.loads).map(len).min() >= 1
         assert (samples is not None and len(samples)) or failures, task

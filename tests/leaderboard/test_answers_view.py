@@ -48,3 +48,11 @@ def test_one_picked_run_shows_its_answers(monkeypatch):
     assert shown[0][["prompt", "count", "answer"]].values.tolist() == [["cats", 3.0, "3"], ["dogs", 1.0, "one"]]
     runs.answers("r2")  # counts only: nothing more is shown
     assert len(shown) == 1
+
+
+def test_classic_shows_an_unparsable_answer_with_its_reason():
+    classic = pd.DataFrame({"image_id": ["a", "b"], "class_name": ["cats", "cats"], "gt": [3, 2],
+                            "count": [3.0, None], "answer": ["3", "I cannot tell"],
+                            "parse_error": [None, "unparsable answer 'I cannot tell' (the answer declines to count)"]})
+    rows = sections.answer_rows(classic)
+    assert rows.columns.tolist()[-2:] == ["answer", "parse_error"] and rows["parse_error"].notna().sum() == 1

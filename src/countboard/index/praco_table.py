@@ -129,10 +129,10 @@ def praco_table(rows: pd.DataFrame, convention: str = "paper", dataset: str = "f
     return pd.DataFrame(out, columns=["Method", *(c[1] for c in COLUMNS), "Source"])
 
 
-def table_csv(table: pd.DataFrame) -> str:
-    """The table as CSV text, values as the paper prints them (2 or 3 decimals)."""
+def table_csv(table: pd.DataFrame, columns=COLUMNS) -> str:
+    """The table as CSV text, values as the paper prints them (2 or 3 decimals; ``columns`` as ``COLUMNS``)."""
     shown = table.copy()
-    for _, header, _, _, fmt, _ in COLUMNS:
+    for _, header, _, _, fmt, _ in columns:
         shown[header] = [_fmt(v, fmt) for v in shown[header]]
     return shown.to_csv(index=False)
 
@@ -150,8 +150,9 @@ def _tex(text: str) -> str:
     return "".join(_TEX.get(ch, ch) for ch in text)
 
 
-def table_latex(table: pd.DataFrame, caption: str, label: str = "tab:praco") -> str:
-    """A booktabs ``table`` with the paper's grouped header, arrows for the direction, the caption above.
+def table_latex(table: pd.DataFrame, caption: str, label: str = "tab:praco", columns=COLUMNS) -> str:
+    """A booktabs ``table`` with the paper's grouped header, arrows for the direction, the caption above
+    (``columns`` as ``COLUMNS``: group, header, keys, format, direction).
 
     Example:
         >>> t = pd.DataFrame([{"Method": "x", "NMN": 0.5, "PCCN": 90.0, "CntP": 0.7, "CntR": 0.8, "CntF1": 0.75,
@@ -160,13 +161,13 @@ def table_latex(table: pd.DataFrame, caption: str, label: str = "tab:praco") -> 
         True
     """
     groups: list[tuple[str, int]] = []
-    for group, *_ in COLUMNS:
+    for group, *_ in columns:
         if groups and groups[-1][0] == group:
             groups[-1] = (group, groups[-1][1] + 1)
         else:
             groups.append((group, 1))
     lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}", rf"\label{{{label}}}",
-             r"\begin{tabular}{l" + "c" * len(COLUMNS) + "}", r"\toprule"]
+             r"\begin{tabular}{l" + "c" * len(columns) + "}", r"\toprule"]
     lines.append(" & " + " & ".join(rf"\multicolumn{{{n}}}{{c}}{{{g}}}" for g, n in groups) + r" \\")
     start = 2
     rules = []
@@ -174,10 +175,10 @@ def table_latex(table: pd.DataFrame, caption: str, label: str = "tab:praco") -> 
         rules.append(rf"\cmidrule(lr){{{start}-{start + n - 1}}}")
         start += n
     lines.append(" ".join(rules))
-    heads = [f"{h} $\\{'uparrow' if up else 'downarrow'}$" for _, h, _, _, _, up in COLUMNS]
+    heads = [f"{h} $\\{'uparrow' if up else 'downarrow'}$" for _, h, _, _, _, up in columns]
     lines += ["Method & " + " & ".join(heads) + r" \\", r"\midrule"]
     for _, row in table.iterrows():
-        cells = [_fmt(row[h], fmt) or "--" for _, h, _, _, fmt, _ in COLUMNS]
+        cells = [_fmt(row[h], fmt) or "--" for _, h, _, _, fmt, _ in columns]
         lines.append(_tex(str(row["Method"])) + " & " + " & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"

@@ -80,5 +80,5 @@ class FSCD147Dataset(FSC147Dataset):
 
     def load(self, image_id: str) -> ImageItem:
         item = super().load(image_id)
-        item.object_boxes = self.object_boxes_of(image_id)
+        item.object_boxes = {item.class_name: self.object_boxes_of(image_id)}
         return item

@@ -53,6 +53,25 @@ class OracleCounter(Counter):
             out.append(density if known is None else CountedMap(density, known))
         return out
 
+    def detect(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The annotated object boxes of the prompted class (``ImageItem.object_boxes``), each with score 1: the
+        upper bound of detection AP; no box where the item has none of the class.
+
+        Example:
+            >>> item = ImageItem("a", np.zeros((8, 8, 3), np.uint8), object_boxes={"cats": np.array([[0, 0, 4, 4]])})
+            >>> [(b.tolist(), s.tolist()) for b, s in OracleCounter().detect([item, item], ["Cats", "dogs"])]
+            [([[0.0, 0.0, 4.0, 4.0]], [1.0]), ([], [])]
+        """
+        check_one_prompt_each(features, prompts)
+        out = []
+        for item, prompt in zip(features, prompts, strict=True):
+            wanted = normalise_class(prompt)
+            boxes = [np.asarray(b, np.float64).reshape(-1, 4) for c, b in item.object_boxes.items()
+                     if normalise_class(c) == wanted]
+            boxes = np.concatenate(boxes) if boxes else np.zeros((0, 4))
+            out.append((boxes, np.ones(len(boxes))))
+        return out
+
     def decode_counts(self, features: Sequence[ImageItem], prompts: Sequence[str]) -> np.ndarray:
         """The number of annotated points of the prompted class (every point has unit mass in ``decode``'s map),
         or its annotated count where the item has counts but no points."""

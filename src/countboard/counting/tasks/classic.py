@@ -6,6 +6,16 @@ whose rounded count is the ground truth; a dataset whose answers bin large count
 says so with ``count_cap``. It is also given per ground-truth number (``tables/accuracy_by_number.parquet``), and,
 for a dataset that describes its units (``unit_fields``: GeckoNum's generator and prompt type), per generator and
 number and per prompt type (``tables/accuracy_by_prompt_type.parquet``), each with a bootstrap interval.
+
+Beside them, each with its interval: off-by-one accuracy, normalised MAE, CAPTURe's sMAPE and CountQA's relaxed
+accuracies (``metrics.count_errors``). A counter that outputs boxes (``detect``) on items with ground-truth boxes
+(``ImageItem.object_boxes``) counts its detections, keeps them in the record (``pred_boxes``, ``pred_scores``,
+``gt_boxes``: flat lists of ``y0, x0, y1, x1``) and is scored by detection AP/AP50 (``metrics.detection``).
+
+A model asked in words keeps its raw ``answer`` in every record: an answer that states no count is kept with its
+``parse_error`` (and no ``count``), out of the count metrics (``n_unparsed_answers`` says how many) but in the
+accuracy under every published scoring convention (``models.conventions``), where each harness scores it by its
+own rule; sMAPE counts it 100, as CAPTURe does a missing prediction.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import pandas as pd
 from countboard.counting.tasks.praco import error_record, load_images, select_classes
 from countboard.items import ImageDataset
 from countboard.metrics import bootstrap
+from countboard.metrics.count_errors import count_error_units
 from countboard.metrics.counting import (
     accuracy_by,
     classic_metrics,
@@ -63,10 +74,17 @@ class ClassicCounting(Task):
         records: dict[str, dict] = {}
         loaded = load_images(dataset, unit_ids, ctx, records)
 
-        def count(chunk: list) -> list[tuple[float, dict, str | None]]:
-            counts = model.count(chunk, [it.class_name for it in chunk])
+        detects = callable(getattr(model, "detect", None))
+
+        def count(chunk: list) -> list[tuple[float, dict, str | None, dict]]:
+            prompts = [it.class_name for it in chunk]
+            if detects and all(it.class_name in it.object_boxes for it in chunk):
+                found = model.detect(model.encode_images(chunk), prompts)
+                return [(float(len(b)), {}, None, box_fields(b, s, it.object_boxes[it.class_name]))
+                        for (b, s), it in zip(found, chunk, strict=True)]
+            counts = model.count(chunk, prompts)
             # a model asked in words: its raw answer beside the count, or why the answer states none
-            return [(float(c), answer_fields(counts, k, k + 1), unparsed(counts, k, k + 1))
+            return [(float(c), answer_fields(counts, k, k + 1), unparsed(counts, k, k + 1), {})
                     for k, c in enumerate(counts)]
 
         # a failed batch is counted again image by image, so that an image fails alone (a class a closed-vocabulary
@@ -76,17 +94,19 @@ class ClassicCounting(Task):
                 if isinstance(out, Exception):
                     records[item.image_id] = error_record(item.image_id, "counting failed", out)
                     continue
-                value, answer, bad = out
-                if bad:  # a model asked in words that stated no count: failed, with its raw answer
-                    records[item.image_id] = {"unit_id": item.image_id, "error": bad}
-                    continue
-                records[item.image_id] = {"unit_id": item.image_id, "image_id": item.image_id,
-                                          "class_name": item.class_name, "gt": int(dataset.count_of(item.image_id)),
-                                          "count": value, **({"answer": answer["answers"][0]} if answer else {}),
-                                          **(fields(item.image_id) if fields else {})}
+                value, answer, bad, boxes = out
+                record = {"unit_id": item.image_id, "image_id": item.image_id, "class_name": item.class_name,
+                          "gt": int(dataset.count_of(item.image_id)),
+                          **({"answer": answer["answers"][0]} if answer else {}),
+                          # an answer that states no count: kept with the reason, out of the count metrics
+                          **({"parse_error": bad} if bad else {"count": value}), **boxes,
+                          **(fields(item.image_id) if fields else {})}
+                records[item.image_id] = record
         return [records[u] for u in unit_ids]
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
+        answered = records
+        records = parsed_records(records)
         pred, gt = records["count"].to_numpy(float), records["gt"].to_numpy(float)
         metrics = classic_metrics(pred, gt)
         if metrics["n_gt_zero"]:
@@ -94,16 +114,73 @@ class ClassicCounting(Task):
         cap = getattr(dataset, "count_cap", None)
         exact = exact_count_units(pred, gt, cap)
         metrics["exact_accuracy"] = exact["exact_accuracy"].value() if len(gt) else float("nan")
+        # the errors of every answered image: a missing count is wrong, and CAPTURe's 100 in sMAPE
+        all_pred = answered["count"].to_numpy(float) if "count" in answered else np.full(len(answered), np.nan)
+        errors = count_error_units(all_pred, answered["gt"].to_numpy(float))
+        metrics.update({k: u.value() if len(answered) else float("nan") for k, u in errors.items()})
+        metrics["n_images"], metrics["n_images_all"] = len(gt), len(answered)
+        if "answer" in answered:  # a model asked in words: its parsed counts and every published convention
+            metrics.update(answer_metrics(answered, records, model, errors))
+        if {"pred_boxes", "gt_boxes"} <= set(records.columns):
+            metrics.update(detection_metrics(records))
+        # intervals over the images scored by their counts, and over every answered image
         metrics.update(bootstrap.interval_metrics({**classic_units(pred, gt), **exact}))
-        metrics["n_images"] = len(gt)
-        if "answer" in records:  # a model asked in words: its parsed counts and lmms-eval's strict convention
-            from countboard.models.answers import strict_match
-
-            metrics["answer_exact_acc"] = float(100 * (pred == gt).mean())
-            metrics["lmms_countbench_acc"] = float(100 * np.mean([strict_match(a, g) for a, g in
-                                                                  zip(records["answer"], gt, strict=True)]))
+        metrics.update(bootstrap.interval_metrics(errors))
         return TaskResult(metrics=metrics, tables=accuracy_tables(records, cap),
                           tags={tg.BOOTSTRAP: bootstrap.describe()})
+
+
+def parsed_records(records: pd.DataFrame) -> pd.DataFrame:
+    """The records with a count (those of a model asked in words whose answer stated one, and every other)."""
+    if "count" not in records:
+        return records.iloc[:0].assign(count=pd.Series(dtype=float))
+    return records[records["count"].notna()].reset_index(drop=True)
+
+
+def answer_metrics(answered: pd.DataFrame, parsed: pd.DataFrame, model: Any, units: dict) -> dict[str, float]:
+    """A model asked in words: ``answer_exact_acc`` and ``lmms_countbench_acc`` over the parsed answers, and, for
+    one that answers a number, the accuracy under every scoring convention over all answers (``conv_*``, with
+    their units added to ``units``)."""
+    from countboard.models.answers import strict_match
+    from countboard.models.conventions import convention_hits
+
+    gt = parsed["gt"].to_numpy(float)
+    out = {"n_answers": len(answered), "n_unparsed_answers": int(len(answered) - len(parsed))}
+    if len(parsed):
+        out["answer_exact_acc"] = float(100 * (parsed["count"].to_numpy(float) == gt).mean())
+        out["lmms_countbench_acc"] = float(100 * np.mean([strict_match(a, g) for a, g in
+                                                          zip(parsed["answer"], gt, strict=True)]))
+    if getattr(model, "answers", "count") != "count":  # point tags or an open question: no harness reads them
+        return out
+    counts = answered["count"].to_numpy(float) if "count" in answered else np.full(len(answered), np.nan)
+    for key, hits in convention_hits([str(a) for a in answered["answer"]], answered["gt"].astype(int).tolist(),
+                                     counts).items():
+        units[key] = bootstrap.UnitStatistic((hits,), bootstrap.percent)
+        out[key] = units[key].value()
+    return out
+
+
+def box_fields(boxes, scores, truth) -> dict[str, list[float]]:
+    """A detection record's boxes: ``pred_boxes`` and ``gt_boxes`` as flat ``y0, x0, y1, x1`` lists, and
+    ``pred_scores``."""
+    return {"pred_boxes": np.asarray(boxes, np.float64).reshape(-1).tolist(),
+            "pred_scores": np.asarray(scores, np.float64).reshape(-1).tolist(),
+            "gt_boxes": np.asarray(truth, np.float64).reshape(-1).tolist()}
+
+
+def detection_metrics(records: pd.DataFrame) -> dict[str, float]:
+    """``det_ap`` and ``det_ap50`` over the records that hold boxes (``box_fields``), and ``n_det_images``."""
+    from countboard.metrics.detection import detection_ap
+
+    rows = records.dropna(subset=["pred_boxes", "gt_boxes"])
+    if rows.empty:
+        return {}
+
+    def boxes(column: str) -> list[np.ndarray]:
+        return [np.asarray(v, np.float64).reshape(-1, 4) for v in rows[column]]
+
+    scores = [np.asarray(v, np.float64).reshape(-1) for v in rows["pred_scores"]]
+    return {**detection_ap(boxes("pred_boxes"), scores, boxes("gt_boxes")), "n_det_images": len(rows)}
 
 
 def accuracy_tables(records: pd.DataFrame, cap: float | None) -> dict[str, pd.DataFrame]:

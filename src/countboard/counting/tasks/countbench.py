@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from countboard.counting.tasks.classic import ClassicCounting
+from countboard.counting.tasks.classic import ClassicCounting, parsed_records
 from countboard.items import ImageDataset
 from countboard.metrics.counting import error_per_number
 from countboard.results import RunContext, TaskResult
@@ -25,6 +25,7 @@ class CountBenchCounting(ClassicCounting):
 
     def summarize(self, records: pd.DataFrame, model: Any, dataset: ImageDataset, ctx: RunContext) -> TaskResult:
         result = super().summarize(records, model, dataset, ctx)
-        pred, gt = records["count"].to_numpy(float), records["gt"].to_numpy(float)
+        parsed = parsed_records(records)
+        pred, gt = parsed["count"].to_numpy(float), parsed["gt"].to_numpy(float)
         result.tables["error_by_number"] = pd.DataFrame(error_per_number(pred, gt))
         return result
