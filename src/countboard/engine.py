@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +25,17 @@ from tqdm.auto import tqdm
 from countboard.batching import Batching
 from countboard.cell import Cell, resolve_device
 from countboard.config import AUTO, SUBSET_NODE_KEYS, check_nodes, instantiate_node, validate
-from countboard.errors import CountboardError, WriteError, debug_enabled, write_error
+from countboard.errors import CountboardError, TrackingStoreError, WriteError, debug_enabled, write_error
 from countboard.fit import check_fit
 from countboard.inputs import InputStream, resolve_workers
 from countboard.models.precision import numerics
 from countboard.results import RunContext, Task, TaskResult, check_outputs, missing_text, split_metrics
 from countboard.schema import load_schema
-from countboard.tracking import checkpoints, tracker_from_config
+from countboard.tracking import address, checkpoints, failpoints, tracker_from_config
 from countboard.tracking import store as st
 from countboard.tracking import tags as tg
 from countboard.tracking.artifacts import write_result
-from countboard.tracking.reach import first_line
+from countboard.tracking.reach import first_line, store_failure, store_name, store_todo
 
 log = logging.getLogger("countboard")
 
@@ -45,6 +46,46 @@ class Terminated(KeyboardInterrupt):
 
 class LeaseLost(CountboardError):
     """Another process took the cell over (this one stalled past ``lease_ttl_s``)."""
+
+
+@dataclass
+class Progress:
+    """Where a job is, for the one line that names a store which stopped answering.
+
+    ``step`` is what the job is asking of the store (None while the task computes: an error then is the task's),
+    ``saved`` and ``total`` the units checkpointed in the store and those the run covers.
+    """
+
+    name: str = ""
+    uri: str = ""
+    step: str | None = "opening it"
+    saved: int = 0
+    total: int = 0
+
+    def lost_store(self, exc: BaseException) -> str | None:
+        """One line when ``exc`` says the store stopped answering during a step of the job, else None.
+
+        Example:
+            >>> Progress("toy", "http://h:5000", "logging its metrics", 12, 12).lost_store(
+            ...     ConnectionRefusedError(111, "Connection refused"))[:100]
+            'the MLflow server at http://h:5000 stopped answering during cell toy, logging its metrics (connectio'
+        """
+        reason = store_failure(exc) if self.step is not None and self.uri else None
+        if reason is None or isinstance(exc, CountboardError):
+            return None
+        kept = (f"{self.saved} of {self.total} units are checkpointed in the store and the rerun resumes from them"
+                if self.total else "no unit of this cell was computed yet")
+        return (f"{store_name(self.uri)} stopped answering during cell {self.name or '?'}, {self.step} ({reason}); "
+                f"{store_todo(self.uri)}, then run the same command again: {kept}")
+
+
+def _config_uri(tracking) -> str:
+    """The tracking URI a ``tracking`` config names (before a tracker exists)."""
+    if tracking is None:
+        return ""
+    if tracking.get("kind", "local") == "server":
+        return tracking.get("uri") or os.environ.get(address.TRACKING_URI_ENV, "")
+    return address.parse(tracking.get("store_dir") or address.DEFAULT_STORE).uri
 
 
 @contextlib.contextmanager
@@ -97,14 +138,18 @@ def _unit_list(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: Cell
     return units
 
 
-def compute_units(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: Cell, every: int
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def compute_units(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: Cell, every: int,
+                  progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Evaluate every unit without a checkpointed successful record; checkpoint every ``every`` units."""
+    progress = progress or Progress()
+    progress.step = "restoring its checkpoints"
     frames, next_part = checkpoints.load(cell.tracker, cell.run_id)
     ok, _ = _split_records(frames)
     done = set(ok["unit_id"].astype(str)) if len(ok) else set()
+    progress.step = "tagging its run"
     units = _unit_list(task, model, dataset, ctx, cell)
     todo = [u for u in units if u not in done]
+    progress.saved, progress.total = len(units) - len(todo), len(units)
     if done:
         log.info("%s: %d of %d units restored from checkpoints", cell.name, len(units) - len(todo), len(units))
     bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=cell.name, disable=not ctx.progress,
@@ -115,10 +160,13 @@ def compute_units(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: C
             if cell.lease is not None and cell.lease.lost.is_set():
                 raise LeaseLost(f"{cell.name}: another process took over run {cell.run_id} (this one was silent "
                                 "longer than lease_ttl_s); stopped without touching it")
+            progress.step = None
             records = task.run_units(model, dataset, chunk, ctx)
             _check_records(records, chunk, task)
             records = check_outputs(records, task.model_outputs)  # a NaN or inf from the model fails its unit
+            progress.step = "writing a checkpoint"
             checkpoints.write(cell.tracker, cell.run_id, next_part, records)
+            progress.saved += len(chunk)
             frames.append(pd.DataFrame.from_records(records))
             next_part += 1
             bar.update(len(chunk))
@@ -235,28 +283,39 @@ def run_job(cfg: DictConfig) -> str | None:
         WriteError: A file system refused a write anywhere in the job (the store's database or artifacts, a
             checkpoint, a temporary file): one line naming that file system and what to do, whatever layer met
             it; the units checkpointed before are kept.
+        TrackingStoreError: The store stopped answering during a step of the job (a server gone, a refused or
+            timed-out request, a lost database connection): one line naming the store, the step and what to do;
+            the units checkpointed before stay in the store and the rerun resumes from them.
     """
+    progress = Progress(uri=_config_uri(cfg.get("tracking")))
     try:
-        return _run_job(cfg)
+        return _run_job(cfg, progress)
     except Exception as exc:
         line = write_error(exc, st.config_folder(cfg.get("tracking")))
-        if line is None:
-            raise
-        raise WriteError(line) from exc
+        if line is not None:
+            raise WriteError(line) from exc
+        lost = progress.lost_store(exc)
+        if lost is not None:
+            raise TrackingStoreError(lost) from exc
+        raise
 
 
-def _run_job(cfg: DictConfig) -> str | None:
+def _run_job(cfg: DictConfig, progress: Progress) -> str | None:
     t0 = time.time()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cell, dataset = _open_cell(cfg)
+    progress.name, progress.uri, progress.step = cell.name, cell.tracker.uri, "claiming it"
     if not cell.claim():
         return None
     records = failed = None
     # the task's own files (logged as artifacts when the cell finishes), removed with the job however it ends
     with _sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="countboard-") as work_dir:
         try:
+            failpoints.hit("cell_start")
+            progress.step = "starting its run"
             if not cell.open_run(cell.family):
                 return None
+            progress.step = None
             batching = Batching(cfg.batch_size, cell.device)
             ctx = RunContext(device=cell.device, seed=int(cfg.seed), batch_size=batching.size, batching=batching,
                              work_dir=Path(work_dir), progress=bool(cfg.progress),
@@ -265,19 +324,23 @@ def _run_job(cfg: DictConfig) -> str | None:
             with numerics(cell.device, str(cfg.get("precision", "fp32"))):
                 model = instantiate_node(cfg, "model", device=cell.device)
                 if hasattr(model, "run_tags") and model.run_tags():
+                    progress.step = "tagging its run"
                     cell.tracker.set_tags(cell.run_id, model.run_tags())
-                records, failed = compute_units(task, model, dataset, ctx, cell, int(cfg.checkpoint_every))
-                _finish(cell, task, model, dataset, ctx, records, failed, t0)
+                records, failed = compute_units(task, model, dataset, ctx, cell, int(cfg.checkpoint_every),
+                                                progress)
+                _finish(cell, task, model, dataset, ctx, records, failed, t0, progress)
             return cell.run_id
         except BaseException as exc:
-            _record_failure(cell, exc, records, failed)
+            _record_failure(cell, exc, records, failed, progress)
             raise
         finally:
             cell.release()
 
 
 def _finish(cell: Cell, task: Task, model: Any, dataset: Any, ctx: RunContext, records: pd.DataFrame,
-            failed: pd.DataFrame, t0: float) -> None:
+            failed: pd.DataFrame, t0: float, progress: Progress | None = None) -> None:
+    progress = progress or Progress()
+    progress.step = None
     if not len(records) and len(failed):
         first = failed.iloc[0]
         raise CountboardError(f"all {len(failed)} units of {cell.name} failed (first: {first['unit_id']}: "
@@ -287,11 +350,17 @@ def _finish(cell: Cell, task: Task, model: Any, dataset: Any, ctx: RunContext, r
     metrics = {**computed, "n_samples": len(records), "n_failed_samples": len(failed),
                "duration_s": time.time() - t0}
     _validate_metrics({**metrics, **missing})
+    failpoints.hit("cell_artifacts")
+    progress.step = "logging its artifacts"
     write_result(cell.tracker, cell.run_id, result, records, failed)
+    failpoints.hit("cell_metrics")
+    progress.step = "logging its metrics"
     cell.tracker.log_metrics(cell.run_id, metrics)
     cell.tracker.set_tags(cell.run_id, {tg.N_FAILED_UNITS: len(failed), tg.MISSING_METRICS: missing_text(missing)})
     if missing:
         log.warning("%s: %d metrics not computed on these units: %s", cell.name, len(missing), missing_text(missing))
+    failpoints.hit("cell_end")
+    progress.step = "ending its run"
     cell.tracker.set_status(cell.run_id, st.FINISHED)
     cell.finished = True
     if len(failed):
@@ -300,10 +369,22 @@ def _finish(cell: Cell, task: Task, model: Any, dataset: Any, ctx: RunContext, r
     log.info("done %s → run %s", cell.name, cell.run_id)
 
 
-def _record_failure(cell: Cell, exc: BaseException, records, failed) -> None:
-    """Keep what was computed, and say why the run failed; only for a run this process owns and did not finish."""
+def _record_failure(cell: Cell, exc: BaseException, records, failed, progress: Progress | None = None) -> None:
+    """Keep what was computed, and say why the run failed; only for a run this process owns and did not finish.
+
+    A store that stopped answering is asked once (the run's error tag): when it still does not answer, nothing
+    more is tried, and the job's one line says what happened (the run stays RUNNING, owned by no live process,
+    until the rerun resumes it).
+    """
     if cell.run_id is None or cell.finished or isinstance(exc, LeaseLost):
         return
+    lost = progress.lost_store(exc) if progress is not None else None
+    if lost is not None:
+        try:
+            cell.tracker.set_tags(cell.run_id, {tg.ERROR: lost[:5000]})
+        except Exception as again:
+            log.debug("run %s: the failure is not recorded (%s)", cell.run_id, first_line(again))
+            return
     written = write_error(exc, st.config_folder(cell.cfg.get("tracking")))
     message = written or f"{type(exc).__name__}: {exc}"
     try:
@@ -317,5 +398,7 @@ def _record_failure(cell: Cell, exc: BaseException, records, failed) -> None:
     except Exception as again:  # the store itself may be what failed (full, read-only): the job's error says so
         log.warning("could not record the failure of run %s: %s", cell.run_id, first_line(again),
                     exc_info=debug_enabled())
+    if lost is not None:  # the job's own line says it
+        return
     log.error("%s failed: %s (run %s keeps its checkpoints; rerun to resume)", cell.name, message, cell.run_id)
 

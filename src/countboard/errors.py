@@ -82,8 +82,8 @@ _REMEDY = {"ENOSPC": "free space there", "EDQUOT": "free space there or ask for 
 _NEARLY_FULL = 1 << 20
 
 
-def _chain(exc: BaseException):
-    """``exc`` and every exception it was raised from or during, each once."""
+def exception_chain(exc: BaseException):
+    """``exc`` and every exception it was raised from or during, each once (and a wrapper's ``orig``)."""
     seen, pending = set(), [exc]
     while pending:
         e = pending.pop(0)
@@ -107,7 +107,7 @@ def write_failure(exc: BaseException) -> tuple[str, str | None] | None:
     import errno
     import re
 
-    for e in _chain(exc):
+    for e in exception_chain(exc):
         if isinstance(e, OSError) and errno.errorcode.get(e.errno or -1) in _WRITE_ERRNOS:
             return errno.errorcode[e.errno], e.filename2 or e.filename
         text = str(e).lower()

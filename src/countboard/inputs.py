@@ -13,7 +13,7 @@ order, and the task takes each input with ``RunContext.load(dataset, key)``:
 A read that raises is carried back with its exception, raised again where the task asks for that input: an
 unreadable image is a failed unit with the same message whatever the number of workers. If a worker dies (killed,
 or crashed inside a decoder), the workers are ended with a warning and the remaining inputs are read in the job's
-process. ``num_workers=auto`` uses one worker per usable core but one, at most ``MAX_AUTO_WORKERS``.
+process; if the job's process dies, the kernel ends its workers (``processes.die_with_parent``). ``num_workers=auto`` uses one worker per usable core but one, at most ``MAX_AUTO_WORKERS``.
 
 Example:
     >>> stream = InputStream({"a": 1, "b": 2}.__getitem__, ["a", "b"], num_workers=0)
@@ -105,6 +105,14 @@ def _first(batch: Any) -> Any:
     return batch
 
 
+def _worker_init(_: int) -> None:
+    """A worker ends with the job's process, however that ends (a ``kill -9`` or the OOM killer included):
+    otherwise it would stay, re-parented to init, blocked on a full pipe that no one reads."""
+    from countboard.processes import die_with_parent
+
+    die_with_parent(signal.SIGKILL)
+
+
 class _Reads:
     """The map-style dataset the workers index: read key ``i``, never raising."""
 
@@ -166,7 +174,8 @@ class InputStream:
 
             loader = DataLoader(_Reads(load, keys), batch_size=None, shuffle=False, num_workers=self.num_workers,
                                 collate_fn=_first, pin_memory=bool(pin_memory),
-                                prefetch_factor=PREFETCH_PER_WORKER, multiprocessing_context=_worker_context())
+                                prefetch_factor=PREFETCH_PER_WORKER, multiprocessing_context=_worker_context(),
+                                worker_init_fn=_worker_init)
             try:
                 with _own_sigchld():
                     self._it = iter(loader)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -17,14 +16,12 @@ import sys
 
 from countboard.commands import store_argument
 from countboard.index.ui_address import UI_ENV, forget_served, mlflow_ui_host_port, record_served, served_url
-
-_PR_SET_PDEATHSIG = 1
+from countboard.processes import die_with_parent
 
 
 def _die_with_parent() -> None:
     """In the child, before exec: SIGTERM when the parent dies (Linux; elsewhere a no-op)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    die_with_parent(signal.SIGTERM)
 
 
 def serve(cmd: list[str], grace_s: float = 10.0) -> int:

@@ -75,9 +75,19 @@ def _app() -> None:
     hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_job)()
 
 
+#: The pid of the ``countboard-sweep`` process, for the jobs a launcher runs in processes of its own.
+SWEEP_PID_ENV = "COUNTBOARD_SWEEP_PID"
+
+
 def _job(cfg: DictConfig) -> str | None:
     from countboard.engine import run_job
 
+    if os.environ.get(SWEEP_PID_ENV, str(os.getpid())) != str(os.getpid()):
+        from countboard.processes import die_with_parent
+
+        # a launcher's job process ends with the sweep, however the sweep ends (as if the sweep had been killed
+        # with it: the cell's run is resumed by the rerun); the launchers' own initializers say so sooner
+        die_with_parent()
     silence()  # again after Hydra's logging setup, and in a launcher's fresh worker process
     try:
         return run_job(cfg)
@@ -304,6 +314,7 @@ def main() -> None:
         _quiet_failed_cells()
     sys.argv[1:] = quote_values(sys.argv[1:])  # a path with spaces, non-ASCII letters or `=`, as typed
     signal.signal(signal.SIGTERM, _terminate)
+    os.environ[SWEEP_PID_ENV] = str(os.getpid())
     from countboard.tracking.callbacks import SweepRefused, fail_open_sweep
 
     try:

@@ -57,6 +57,11 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from countboard.errors import ConfigError, debug_enabled, user_message, write_error
 
+        if "joblib" in str(config.hydra.launcher.get("_target_", "")):
+            from countboard.processes import joblib_workers_die_with_parent
+
+            joblib_workers_die_with_parent()  # no job process outlives the sweep, however it ends
+
         try:
             check_some_cell_fits(config)
         except ConfigError as exc:

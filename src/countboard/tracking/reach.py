@@ -4,6 +4,7 @@ check within ``REACH_TIMEOUT_S``, a SQL database's driver and port, and MLflow's
 from __future__ import annotations
 
 import os
+import re
 import time
 from urllib.parse import urlparse
 
@@ -148,3 +149,87 @@ def redact(uri: str) -> str:
         return uri
     netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@", 1)
     return parsed._replace(netloc=netloc).geturl()
+
+
+#: Text of a request MLflow's REST client gave up on (it keeps no exception type of its own for it).
+_HTTP_GAVE_UP = re.compile(r"API request to (?:endpoint )?(\S+) failed with (?:exception|error code (\d{3}))")
+#: SQL errors that say the database server (or its connection) went away, as SQLAlchemy's drivers word them.
+_SQL_GONE = ("connection refused", "server closed the connection", "connection to server", "could not connect",
+             "terminating connection", "lost connection", "gone away", "connection reset", "connection failed",
+             "unable to open database file", "connection is closed")
+_ERRNO_WORDS = {"ECONNREFUSED": "connection refused", "ECONNRESET": "connection reset",
+                "ECONNABORTED": "connection aborted", "EPIPE": "connection broken", "ETIMEDOUT": "timed out",
+                "EHOSTUNREACH": "host unreachable", "ENETUNREACH": "network unreachable"}
+
+
+def _reason(exc: BaseException) -> str | None:
+    """Why one exception of a chain says the store went away (a few words), or None."""
+    import errno
+
+    name, module = type(exc).__name__, type(exc).__module__
+    if isinstance(exc, TimeoutError) or name in ("ReadTimeout", "ConnectTimeout", "ReadTimeoutError", "Timeout"):
+        return "no answer in time"
+    if isinstance(exc, OSError) and errno.errorcode.get(exc.errno or -1) in _ERRNO_WORDS:
+        return _ERRNO_WORDS[errno.errorcode[exc.errno]]
+    if name == "RemoteDisconnected" or (isinstance(exc, ConnectionError) and not isinstance(exc, OSError)):
+        return "the connection was closed"
+    text = str(exc)
+    if module.startswith(("sqlalchemy", "psycopg", "pymysql", "sqlite3")) and name in (
+            "OperationalError", "InterfaceError", "DisconnectionError"):
+        lower = text.lower()
+        if any(words in lower for words in _SQL_GONE):
+            return first_line(exc, 160)
+    gave_up = _HTTP_GAVE_UP.search(text)
+    if gave_up and gave_up.group(2):
+        code = int(gave_up.group(2))
+        return f"it answered HTTP {code}" if code >= 500 else None
+    if gave_up or "Max retries exceeded" in text:
+        words = re.search(r"\[Errno \d+\] ([^\"')]+)|too many (\d{3}) error responses", text)
+        if words and words.group(2):
+            return f"it answered HTTP {words.group(2)}"
+        return words.group(1).strip().lower() if words else "no answer"
+    return None
+
+
+def store_failure(exc: BaseException) -> str | None:
+    """A few words saying why the store stopped answering when ``exc`` (or what it was raised from) is a lost
+    connection to it: a refused, reset or timed-out HTTP request, MLflow's REST client giving up on one, an HTTP
+    5xx answer, or a SQL driver that lost its database server; None for anything else (a bug, a bad argument,
+    a lock, a full disk: ``errors.write_error`` names those).
+
+    Example:
+        >>> store_failure(ConnectionRefusedError(111, "Connection refused"))
+        'connection refused'
+        >>> store_failure(ValueError("bad")) is None
+        True
+    """
+    from countboard.errors import exception_chain
+
+    reasons = [r for r in map(_reason, exception_chain(exc)) if r]
+    return reasons[-1] if reasons else None  # the innermost cause says it most plainly
+
+
+def store_name(uri: str) -> str:
+    """How a message names a store: ``the MLflow server at URL``, ``the database server of the MLflow store
+    URI`` (password hidden), or ``the local store FILE``.
+
+    Example:
+        >>> store_name("http://127.0.0.1:5000")
+        'the MLflow server at http://127.0.0.1:5000'
+    """
+    where = address.parse(uri)
+    if where.http_url:
+        return f"the MLflow server at {where.http_url}"
+    if where.db is not None:
+        return f"the local store {where.db}"
+    return f"the database server of the MLflow store {redact(uri)}"
+
+
+def store_todo(uri: str) -> str:
+    """What the user does when the store of ``uri`` stopped answering (a clause)."""
+    where = address.parse(uri)
+    if where.http_url:
+        return "start the server again (or restore the network to it)"
+    if where.db is not None:
+        return f"check it with `countboard doctor --store {where.folder}`"
+    return "start the database server again (or restore the network to it)"

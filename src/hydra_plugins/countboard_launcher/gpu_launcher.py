@@ -33,7 +33,11 @@ ConfigStore.instance().store(group="hydra/launcher", name="countboard_local_gpu"
 
 
 def _pin(gpu_ids: Any) -> None:
-    """Worker initializer: take one GPU id and make it the only one this process sees."""
+    """Worker initializer: end with the sweep however it ends (``processes.die_with_parent``), then take one GPU
+    id and make it the only one this process sees."""
+    from countboard.processes import die_with_parent
+
+    die_with_parent()
     os.environ[VISIBLE] = gpu_ids.get()
 
 
