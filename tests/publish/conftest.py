@@ -4,9 +4,9 @@ names hold HTML."""
 from __future__ import annotations
 
 import pytest
-from tests.fixtures.synthetic_store import make_store, specs_from_schema
 
 from countboard.index import build_index
+from tests.fixtures.synthetic_store import make_store, specs_from_schema
 
 HOSTILE = '<img src=x onerror="alert(1)">&amp;'
 

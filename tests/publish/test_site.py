@@ -9,13 +9,13 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from tests.publish.conftest import HOSTILE
 
 from countboard.errors import ConfigError
 from countboard.publish import Options, build_site
 from countboard.publish.machine import SCHEMA_VERSION
 from countboard.quantify.ranks import rank_label, rank_ranges, tie_groups
 from countboard.schema import load_schema
+from tests.publish.conftest import HOSTILE
 
 
 @pytest.fixture(scope="module")
