@@ -122,6 +122,7 @@ def page(title: str, body: str, depth: int, site_title: str, base_url: str = "",
     return ("<!DOCTYPE html>\n"
             f'<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, '
             f'initial-scale=1"><title>{esc(title)} · {esc(site_title)}</title>'
+            f'<link rel="icon" href="{up}assets/favicon.svg" type="image/svg+xml">'
             f'<link rel="stylesheet" href="{up}assets/site.css">{canonical}</head>\n'
             f'<body><header><a class="home" href="{up}index.html">{esc(site_title)}</a><nav>{links}</nav></header>\n'
             f"<main><h1>{esc(title)}</h1>\n{body}\n</main>\n"

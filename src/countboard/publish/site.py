@@ -449,6 +449,6 @@ def _files(options, fams, benchmarks, papers, entries, runs, images, state, sche
         "entries": {e.entry_id: {"family": e.family, "model": e.model, "dataset": e.dataset, "split": e.split,
                                  "context": e.context, "run_ids": e.run_ids, "table": e.table, "rank": e.rank,
                                  "tie_group": e.tie_group, "values": e.values} for e in entries.values()}})
-    for name in ("site.css", "site.js"):
+    for name in ("site.css", "site.js", "favicon.svg"):
         files[f"assets/{name}"] = (ASSETS / name).read_bytes()
     return files
