@@ -162,3 +162,23 @@ def test_a_second_publication_replaces_the_first_whole(small_index, tmp_path):
     assert not (out / "entries" / "stale.html").exists()
     assert not (out / "families" / "acs.html").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+
+
+def test_the_command_publishes_and_compares(hostile_index, tmp_path, capsys):
+    from countboard.cli import main
+
+    store, db = hostile_index
+    first = tmp_path / "first"
+    args = ["publish", "--store", str(store.store_dir), "--db", str(db), "--no-index", "--family", "counters"]
+    assert main([*args, str(first)]) == 0
+    assert "published" in capsys.readouterr().out and (first / "index.html").is_file()
+    assert main([*args, str(tmp_path / "second"), "--compare", str(first)]) == 0
+    assert "no change: the same entries, ranks and values" in capsys.readouterr().out
+    narrower = tmp_path / "narrower"
+    assert main([*args, str(narrower), "--dataset", "nope"]) == 0
+    capsys.readouterr()
+    assert main(["publish", str(narrower), "--compare", str(first), "--compare-only"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("0 new, 2 removed") and out.count("removed  counters") == 2
+    assert main(["publish", str(tmp_path / "x"), "--compare", str(tmp_path / "none"), "--compare-only"]) == 2
+    assert "not a publication" in capsys.readouterr().err
