@@ -39,6 +39,7 @@ from countboard.publish.collect import (
 )
 from countboard.publish.provenance import provenance
 from countboard.publish.render import esc, fmt, link, page, table
+from countboard.tracking import tags as tg
 
 GALLERY_ENTRIES = 4
 GALLERY_PER_ENTRY = 2
@@ -185,11 +186,11 @@ def _gallery(t: RankedTable, fam, art: Artifacts, images: dict[str, bytes]) -> l
 def _ranking_frame(t: RankedTable) -> pd.DataFrame:
     """The published columns of a ranking (what its CSV and JSON hold)."""
     cols = ["entry_id", "rank", "rank_best", "rank_worst", "tie_group", "model", "dataset", "split", "task",
-            "evaluator", "protocol_label", t.sort.key]
+            "evaluator", tg.PROTOCOL_LABEL, t.sort.key]
     if t.interval:
         cols += [t.interval.low, t.interval.high] + ([t.interval.count] if t.interval.count else [])
     cols += [f"{t.sort.key}__std", "n_runs"] + ([t.beside] if t.beside else []) + [m.key for m in t.metrics]
-    cols += ["n_failed_units", "failed_share", "run_id", "run_ids"]
+    cols += [tg.N_FAILED_UNITS, "failed_share", "run_id", "run_ids"]
     frame = t.rows[[c for c in dict.fromkeys(cols) if c in t.rows]].copy()
     frame["run_ids"] = [" ".join(map(str, ids)) for ids in frame["run_ids"]]
     return frame
