@@ -15,7 +15,6 @@ from countboard.publish import Options, build_site
 from countboard.publish.machine import SCHEMA_VERSION
 from countboard.quantify.ranks import rank_label, rank_ranges, tie_groups
 from countboard.schema import load_schema
-
 from tests.publish.conftest import HOSTILE
 
 # each test builds a store and publishes it (seconds each on two busy cores)
