@@ -23,7 +23,7 @@ LAYERS = [
      "protocol", "inputs", "batching", "quiet", "processes"},  # core
     {"metrics", "quantify", "models", "tracking"},  # shared building blocks
     {"counting", "numeracy", "grounding", "acs"},  # one package per paper's protocol
-    {"cell", "engine", "index"},  # orchestration: cell ownership, jobs, the index
+    {"cell", "engine", "index", "publish"},  # orchestration: cell ownership, jobs, the index, its publication
     {"commands", "cli"},  # entry points
 ]
 #: Domain packages that may import another domain (the synthetic shapes of ``counting`` draw images for both).

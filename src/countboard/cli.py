@@ -28,6 +28,7 @@ _SUBCOMMANDS = [
     "countboard.commands.export_praco",
     "countboard.commands.doctor",
     "countboard.commands.server",
+    "countboard.commands.publish",
 ]
 
 

@@ -132,9 +132,11 @@ def test_one_prob_greater_in_the_leaderboard():
     import inspect
 
     import sections
+    from countboard.quantify import ranks
 
     assert not hasattr(figures, "prob_greater_normal") and not hasattr(figures, "prob_greater_draws")
-    assert "pairwise_prob_greater" in inspect.getsource(ranking)
+    assert ranking.prob_greater_normal is ranks.prob_greater_normal  # the board's is the shared one
+    assert "pairwise_prob_greater" in inspect.getsource(ranks)
     assert "stats.norm.cdf" not in inspect.getsource(sections)
 
 

@@ -1,0 +1,88 @@
+"""The papers' own numbers beside ours: reference rows typed from the seed papers (``references.csv``, each with
+the paper, table, row and column it comes from), matched to the measured entry of the same model, dataset, split,
+task and protocol.
+
+A reference value is stored as printed (``value``) with the factor that brings it to the metric's unit here
+(``scale``: GeckoNum prints accuracy in %, the index holds a share). Models match by name with case and everything
+but letters and digits ignored (``CLIP-Count`` is ``clip_count``). A reference is flagged when it lies outside the
+measured entry's interval (the metric's declared interval; a metric without one is never flagged).
+
+To add references: append rows to ``references.csv`` (the ``metric`` a key of ``countboard/schema/*.yaml``).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from countboard.protocol import DEFAULT_LABEL
+from countboard.tracking import tags as tg
+
+PATH = Path(__file__).with_name("references.csv")
+COLUMNS = ("paper", "table", "row", "column", "family", "model", "dataset", "split", "task", "protocol", "metric",
+           "value", "scale")
+
+
+def model_key(name) -> str:
+    """Example:
+    >>> model_key("CLIP-Count") == model_key("clip_count"), model_key("DALL·E 3")
+    (True, 'dalle3')
+    """
+    return re.sub(r"[^0-9a-z]", "", str(name).lower())
+
+
+@lru_cache(maxsize=1)
+def load(path: str | None = None) -> pd.DataFrame:
+    """The reference rows, ``value`` and ``scale`` as numbers, ``expected`` the value in the metric's unit."""
+    with open(path or PATH, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df["value"] = df["value"].astype(float)
+    df["scale"] = df["scale"].astype(float)
+    df["expected"] = df["value"] * df["scale"]
+    return df
+
+
+def metrics_of(family: str) -> list[str]:
+    """Metric keys the references give for ``family`` (the publication fetches them and their bounds)."""
+    refs = load()
+    return sorted(set(refs[refs.family == family].metric))
+
+
+def compare(table, schema) -> pd.DataFrame:
+    """The references that match an entry of ``table`` (a ``collect.RankedTable``), one row each: the paper's
+    source, the metric, the paper's value (in our unit), ours with its interval, the difference (ours − paper) and
+    whether the paper's value lies outside our interval."""
+    refs = load()
+    refs = refs[(refs.family == table.family) & (refs.dataset == (table.dataset or ""))]
+    refs = refs[(refs.split == "") | (refs.split == (table.split or ""))]
+    protocol = table.context.get(tg.PROTOCOL_LABEL, DEFAULT_LABEL)
+    refs = refs[refs.protocol == protocol]
+    task = table.context.get("task", "")
+    refs = refs[(refs.task == "") | (refs.task == task)]
+    if refs.empty:
+        return pd.DataFrame()
+    by_model = {model_key(m): i for i, m in enumerate(table.rows.model)}
+    out = []
+    for ref in refs.to_dict("records"):
+        i = by_model.get(model_key(ref["model"]))
+        if i is None or ref["metric"] not in table.rows:
+            continue
+        row = table.rows.iloc[i]
+        ours = float(row[ref["metric"]]) if pd.notna(row[ref["metric"]]) else np.nan
+        info = schema.metrics.get(ref["metric"])
+        iv = info.interval if info else None
+        low = float(row[iv.low]) if iv and iv.low in row and pd.notna(row[iv.low]) else np.nan
+        high = float(row[iv.high]) if iv and iv.high in row and pd.notna(row[iv.high]) else np.nan
+        outside = bool(not np.isnan(low) and not np.isnan(high) and not low <= ref["expected"] <= high)
+        out.append({"entry_id": row["entry_id"], "model": row["model"], "metric": ref["metric"],
+                    "metric_display": info.display if info else ref["metric"], "paper": ref["paper"],
+                    "source": f"{ref['table']}, row {ref['row']}, column {ref['column']}",
+                    "paper_value": ref["expected"], "ours": ours, "low": low, "high": high,
+                    "difference": ours - ref["expected"], "outside_interval": outside})
+    return pd.DataFrame(out)
