@@ -8,21 +8,25 @@ The likelihood depends on ``(pi, theta)`` only through ``q``, and ``Multinomial(
 proportional to the density ``g`` of ``Dirichlet(s + 1)``. For a given ``theta`` the map ``pi -> q = theta^T pi``
 is linear and takes the simplex into itself, so ``(theta, q)`` are coordinates of the posterior with
 ``pi = theta^-T q`` and the Jacobian ``|dq / dpi| = |det theta|`` (``theta^T`` keeps ``1^T``, so its determinant
-on the simplex's plane is its full determinant). Each proposal:
+on the simplex's plane is its full determinant). Equally, for given ``pi`` and the other rows, ``q`` fixes row
+``l``: ``theta[l] = (q - sum_{k != l} pi_k theta[k]) / pi_l`` with the Jacobian ``pi_l^(L-1)``. Each proposal:
 
-1. draws every row ``theta[l]`` and ``q`` (pilot round: ``theta[l]`` from its prior, ``q`` from ``g``);
-2. solves ``pi = theta^-T q``; a ``pi`` outside the simplex has weight 0;
-3. is weighed by target / proposal in ``(pi, theta)``::
+1. draws ``pi``, every row ``theta[l]`` and ``q``, and a scheme: with probability 1/2 it solves ``pi`` from
+   ``q`` and ``theta``, otherwise a row ``l`` (uniform) from ``q``, ``pi`` and the other rows;
+2. has weight 0 when the solved ``pi`` or row leaves the simplex;
+3. is weighed by target / the mixture of the ``L + 1`` schemes' proposal densities in ``(pi, theta)``::
 
-       w = D(pi; a) prod_l D(theta[l]; b[l]) g(q) / (|det theta| h_theta(theta) h_q(q))
+       w = D(pi; a) prod_l D(theta[l]; b[l]) g(q) / sum_m c_m h_m(pi, theta)
+       h_pi = h(theta) h(q) |det theta|,   h_l = h(pi) prod_{k != l} h(theta[k]) h(q) pi_l^(L-1)
 
-   (``D``: Dirichlet densities, ``h``: proposals). In the pilot round the priors of ``theta`` and ``g`` cancel:
-   ``w = D(pi; a) / |det theta|``.
+   (``D``: Dirichlet densities, ``h``: proposals, ``c``: the schemes' probabilities).
 
-With two labels this is the binary method's change of variables solved for ``p`` instead of a rate. Later
-rounds draw from Dirichlets moment-matched to the weighted draws so far (``WIDEN`` times the standard deviation),
-the whole proposal mixed with ``DEFENSIVE`` = 10% of the pilot's, which bounds the weights at ten times the
-pilot's. Rounds continue until the Kish effective sample size ``(sum w)^2 / sum w^2`` reaches
+Solving ``pi`` suits well-known confusion rows; solving a row suits a dominant label, whose row the others hardly
+move (the binary method solves ``tpr`` or ``fpr`` the same way). The first proposals are the priors, and for
+``q`` the likelihood times a Dirichlet moment-matched to ``q`` under the priors (``_q_start``). Once the weighted
+draws have an ESS of ``ADAPT_ESS``, each proposal is a Dirichlet moment-matched to them (``WIDEN`` times the
+standard deviation), each mixed with ``DEFENSIVE`` = 10% of its prior (for ``q``: ``g``), which bounds the
+weights. Rounds continue until the Kish effective sample size ``(sum w)^2 / sum w^2`` reaches
 ``ExactConfig.target_ess`` or ``max_proposals`` are spent. Reported: the self-normalised weighted means of ``pi``,
 their Monte-Carlo errors ``sqrt(sum w^2 (pi - mean)^2) / sum w``, the ESS and a systematic resample of the draws.
 Pure numpy / scipy: nothing is compiled.
