@@ -33,7 +33,8 @@ def test_a_failing_step_keeps_its_time():
     assert [r[0] for r in times.rows] == ["fails"]
 
 
-def test_the_demo_trains_fewer_epochs_than_the_default():
+def test_the_demo_trains_as_long_as_train_counter():
+    # 5 epochs were measured: the aware counter's mosaic F1 fell from 0.93 to 0.39, below the naive one
     from countboard.counting.models.shapecount_recipes import TRAIN_EPOCHS
 
-    assert 1 <= DEMO_EPOCHS < TRAIN_EPOCHS
+    assert DEMO_EPOCHS == TRAIN_EPOCHS
