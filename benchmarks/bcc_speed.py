@@ -5,10 +5,14 @@
   target |exact mean - NUTS mean| <= 0.003 on every cell;
 - QuaPy's BayesianCC (numpyro NUTS, in its own environment ``--quapy-python``, via ``bcc_quapy.py``) on the first
   ``--quapy-cells`` cells: target exact >= 50x faster per cell;
-- optionally (``--loop-cells N``) a per-cell NUTS loop, the cost before the batched model.
+- optionally (``--loop-cells N``) a per-cell NUTS loop, the cost before the batched model;
+- multi-class (Dirichlet) cells, 3 labels (``--mc-cells``, 0 to skip): the exact method
+  (``fit_bcc_multiclass(method="exact")``, the default) and PyMC's NUTS on the same cells, one cell at a time as
+  the ``text_acs`` task fits them; per cell time, the speed-up, and the agreement of the means.
 
-    python benchmarks/bcc_speed.py --quick         # exact on 252, NUTS on 24 cells, QuaPy on 4 cells
-    python benchmarks/bcc_speed.py                 # NUTS on all 252 cells (2 x 4000 draws), QuaPy on 12 cells
+    python benchmarks/bcc_speed.py --quick         # exact on 252, NUTS on 24 cells, QuaPy on 4, 6 multi-class
+    python benchmarks/bcc_speed.py                 # NUTS on all 252 cells (2 x 4000 draws), QuaPy on 12, 21 mc
+    python benchmarks/bcc_speed.py --nuts-cells 0 --quapy-cells 0 --mc-cells 21   # the multi-class part only
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from countboard.acs.datasets.simulated import simulate_counts
-from countboard.quantify import BCCWarning, SamplerConfig, fit_bcc, fit_bcc_batch
+from countboard.quantify import BCCWarning, SamplerConfig, fit_bcc, fit_bcc_batch, fit_bcc_multiclass
 
 GENERATORS, CLASSIFIERS, PROMPT_TYPES = 7, 3, 12
 FIELDS = ("tp", "fn", "fp", "tn", "s_m", "n_m")
@@ -72,8 +76,55 @@ def run_exact(cols, names, seed: int):
     return fit, wall
 
 
+def make_mc_cells(k: int, seed: int, n_labels: int = 3, n_human: int = 100, n_total: int = 10_000):
+    """``k`` multi-class cells as a text generator's requested labels give them: the requested label is the
+    prevalent one (``pi`` ~ Dirichlet with 6 on it, 1 elsewhere), a classifier right about 80-95% of the time."""
+    rng = np.random.default_rng(seed)
+    cells = []
+    for i in range(k):
+        alpha = np.ones(n_labels)
+        alpha[i % n_labels] = 6.0
+        pi = rng.dirichlet(alpha)
+        theta = np.array([rng.dirichlet(np.where(np.arange(n_labels) == r, 1.0, 0.0) * rng.uniform(8, 40) + 1)
+                          for r in range(n_labels)])
+        truth = rng.choice(n_labels, size=n_total, p=pi)
+        decided = (rng.random(n_total)[:, None] < np.cumsum(theta[truth], axis=1)).argmax(axis=1)
+        conf = np.zeros((n_labels, n_labels), dtype=int)
+        np.add.at(conf, (truth[:n_human], decided[:n_human]), 1)
+        cells.append((conf, np.bincount(decided[n_human:], minlength=n_labels)))
+    return cells
+
+
+def run_multiclass(args) -> None:
+    """Exact and NUTS on the same multi-class cells, side by side (one cell per fit, as text_acs fits them)."""
+    cells = make_mc_cells(args.mc_cells, args.seed)
+    cfg = SamplerConfig(seed=args.seed)  # the task's defaults: 2 chains x (1000 tune + 1000 draws)
+    fit_bcc_multiclass(*cells[0], method="exact", sampler=cfg)  # imports and first calls
+    exact, wall_e, cpu_e = timed(lambda: [fit_bcc_multiclass(c, s, method="exact", sampler=cfg) for c, s in cells])
+    first, wall_first, cpu_first = timed(lambda: fit_bcc_multiclass(*cells[0], method="nuts", sampler=cfg))
+    nuts, wall_n, cpu_n = timed(lambda: [fit_bcc_multiclass(c, s, method="nuts", sampler=cfg) for c, s in cells])
+    k = len(cells)
+    diff = np.array([np.abs(e.mean - n.mean).max() for e, n in zip(exact, nuts, strict=True)])
+    noise = np.array([np.max(np.abs(e.mean - n.mean) / np.hypot(e.mcse, n.mcse)) for e, n in zip(exact, nuts,
+                                                                                                   strict=True)])
+    ess = np.array([e.ess.min() for e in exact])
+    print(f"multi-class, {k} cells of 3 labels (B = 100, N = 10,000), one fit per cell:")
+    print(f"  exact: {wall_e:.2f} s wall, {cpu_e:.2f} s CPU, {1000 * wall_e / k:.0f} ms per cell; ESS min "
+          f"{ess.min():.0f}, MC error max {max(e.mcse.max() for e in exact):.5f}")
+    print(f"  NUTS (2 x 1000 draws after 1000): first fit {wall_first:.1f} s wall, {cpu_first:.1f} s CPU (builds "
+          f"and compiles the model; PyTensor's cache as found), then {wall_n:.1f} s wall, {cpu_n:.1f} s CPU, "
+          f"{wall_n / k:.2f} s per cell; R-hat max {max(np.nanmax(n.rhat) for n in nuts):.4f}")
+    print(f"  per cell, exact vs NUTS: {1000 * wall_e / k:.0f} ms vs {1000 * wall_n / k:.0f} ms wall: "
+          f"{wall_n / wall_e:.0f}x faster ({cpu_n / cpu_e:.0f}x in CPU; {(wall_n + wall_first) / wall_e:.0f}x with "
+          "the compiling first fit)")
+    print(f"  |exact mean - NUTS mean|: max {diff.max():.4f} over {k} cells x 3 labels; largest |diff| / combined "
+          f"MC error {noise.max():.2f}")
+
+
 def run_nuts(cols, names, exact, args) -> None:
     k = len(names) if args.nuts_cells is None else min(args.nuts_cells, len(names))
+    if k == 0:
+        return
     cfg = SamplerConfig(draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores, seed=args.seed)
     fit, wall, cpu = timed(lambda: fit_bcc_batch(*(c[:k] for c in cols), cells=names[:k], method="nuts",
                                                  sampler=cfg))
@@ -88,6 +139,8 @@ def run_nuts(cols, names, exact, args) -> None:
 
 def run_quapy(cols, exact, exact_per_cell: float, args) -> None:
     python = Path(args.quapy_python)
+    if not args.quapy_cells:
+        return
     if not python.is_file():
         print(f"QuaPy: skipped ({python} not found; create it with: python -m venv /tmp/quapy-venv && "
               "/tmp/quapy-venv/bin/pip install quapy jax numpyro)")
@@ -142,11 +195,15 @@ def main() -> None:
     parser.add_argument("--quapy-python", default=QUAPY_PYTHON, help="python of an environment with quapy")
     parser.add_argument("--quapy-cells", type=int, default=None)
     parser.add_argument("--loop-cells", type=int, default=0, help="also time a per-cell NUTS loop on N cells")
+    parser.add_argument("--mc-cells", type=int, default=None, help="multi-class cells, exact and NUTS (0: skip)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.nuts_cells is None and args.quick:
         args.nuts_cells = 24
-    args.quapy_cells = args.quapy_cells or (4 if args.quick else 12)
+    if args.quapy_cells is None:
+        args.quapy_cells = 4 if args.quick else 12
+    if args.mc_cells is None:
+        args.mc_cells = 6 if args.quick else 21
     print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f} at start")
     counts, names = make_cells(args.seed)
     cols = [np.array([getattr(c, f) for c in counts]) for f in FIELDS]
@@ -155,6 +212,8 @@ def main() -> None:
     run_quapy(cols, exact, wall / len(names), args)
     if args.loop_cells:
         run_loop(counts, exact.mean, args)
+    if args.mc_cells:
+        run_multiclass(args)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -1,4 +1,5 @@
-"""Multi-class BCC: two labels reduce to the binary model; three labels recover known prevalences."""
+"""Multi-class BCC: two labels reduce to the binary model; three labels recover known prevalences; NUTS reuses its
+compiled model (the exact method's own tests: test_exact_multiclass.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ def test_two_labels_match_the_binary_model():
     assert fit.ess.min() > 50
 
 
-@pytest.mark.slow
 def test_three_labels_recover_known_prevalences():
     rng = np.random.default_rng(0)
     pi = np.array([0.5, 0.3, 0.2])
@@ -68,11 +68,13 @@ def test_fits_with_the_same_labels_reuse_one_compiled_model():
     conf, s = [[30, 5, 5], [4, 20, 6], [2, 3, 25]], [3000, 3000, 3900]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BCCWarning)
-        first = fit_bcc_multiclass(conf, s, labels=["a", "b", "c"], sampler=cfg)
+        first = fit_bcc_multiclass(conf, s, labels=["a", "b", "c"], sampler=cfg, method="nuts")
         cached = multiclass.MC_CACHE[(3, cfg.target_accept)]
-        other = fit_bcc_multiclass([[10, 1, 1], [1, 10, 1], [1, 1, 10]], [100, 8000, 100], sampler=cfg)
-        again = fit_bcc_multiclass(conf, s, labels=["x", "y", "z"], sampler=cfg)
+        other = fit_bcc_multiclass([[10, 1, 1], [1, 10, 1], [1, 1, 10]], [100, 8000, 100], sampler=cfg,
+                                   method="nuts")
+        again = fit_bcc_multiclass(conf, s, labels=["x", "y", "z"], sampler=cfg, method="nuts")
     assert list(multiclass.MC_CACHE) == [(3, cfg.target_accept)] and multiclass.MC_CACHE[(3, cfg.target_accept)] is cached
     assert other.draws[:, 1].mean() > 0.8 > first.draws[:, 1].mean()
     np.testing.assert_array_equal(first.draws, again.draws)
     assert list(again.idata.posterior.coords["label"].values) == ["x", "y", "z"]
+    assert first.method == "nuts" and first.mcse.shape == (3,)

@@ -11,7 +11,7 @@ from countboard.counting.models.shapecount_recipes import RECIPES, TRAIN_EPOCHS,
 
 
 def run(args: argparse.Namespace) -> int:
-    from countboard.counting.models.shapecount_train import TrainConfig, train_recipe  # torch
+    from countboard.counting.models.shapecount_train import TrainConfig, train_recipe, trained_before  # torch
     from countboard.tracking.address import resolve
     from countboard.tracking.trained import log_checkpoint
 
@@ -21,9 +21,15 @@ def run(args: argparse.Namespace) -> int:
     for recipe in recipes:
         cfg = TrainConfig(recipe=recipe, epochs=args.epochs, seed=args.seed, threads=args.threads)
         out = local_checkpoint_path(data_dir, recipe)
-        path, info = train_recipe(dataset_root, cfg, out)
-        print(f"shapecount_{recipe}: {path} (loss {info['final_loss']:.4f}, {info['train_seconds']:.0f} s wall, "
-              f"{info['train_cpu_seconds']:.0f} s CPU, {info['n_train_images']} images)")
+        info = None if args.retrain else trained_before(dataset_root, cfg, out)
+        if info is not None:
+            path = out
+            print(f"shapecount_{recipe}: {path} was trained with these settings on this data (loss "
+                  f"{info['final_loss']:.4f}); kept (--retrain trains it again)")
+        else:
+            path, info = train_recipe(dataset_root, cfg, out)
+            print(f"shapecount_{recipe}: {path} (loss {info['final_loss']:.4f}, {info['train_seconds']:.0f} s "
+                  f"wall, {info['train_cpu_seconds']:.0f} s CPU, {info['n_train_images']} images)")
         if not args.no_mlflow:
             run_id = log_checkpoint(path, f"shapecount_{recipe}", info, args.store, force=args.force)
             where = resolve(args.store).uri
@@ -47,4 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     store_argument(p, creates=True)
     p.add_argument("--no-mlflow", action="store_true", help="only write the local checkpoint")
     p.add_argument("--force", action="store_true", help="log a new run even if identical settings were logged")
+    p.add_argument("--retrain", action="store_true",
+                   help="train even if the checkpoint was trained with the same settings on the same data")
     p.set_defaults(func=run)

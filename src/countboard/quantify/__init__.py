@@ -9,7 +9,8 @@
 - ``cells``: from decisions and human labels to the per-cell report the ``bcc`` task logs.
 - ``compare``: pairwise ``P(generator i > generator j)`` for one classifier; ``comparison_runs`` reads the cells of
   the tasks the domains declare (``compared.ComparedTask``) and logs one comparison run per group.
-- ``multiclass``: Dirichlet version for attributes with more than two labels.
+- ``multiclass``: Dirichlet version for attributes with more than two labels (``method="auto"``: exact, or
+  ``"nuts"``); ``exact_multiclass``: its posterior by importance sampling through ``q = pi @ theta``.
 - ``baselines``: ACC and a prediction-powered interval.
 
 To add a quantification method: a module here with a pure function taking the cell counts

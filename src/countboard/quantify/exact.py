@@ -201,7 +201,7 @@ class _Sums:
             return np.sqrt(np.maximum(self.s02 - 2 * mean * self.s01 + mean**2 * self.s00, 0.0)) / self.s0
 
 
-def _resample(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+def resample_indices(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """Indices of a systematic resample of size ``n`` (one uniform offset; low variance, unbiased)."""
     w = np.exp(log_w - log_w.max())
     cdf = np.cumsum(w)
@@ -211,7 +211,7 @@ def _resample(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray
     return rng.permutation(np.minimum(idx, len(cdf) - 1))
 
 
-def _next_round(ess: float, total: int, cfg: ExactConfig) -> int:
+def next_round(ess: float, total: int, cfg: ExactConfig) -> int:
     """Proposals for a cell's next round: what its efficiency so far (ESS per proposal) says it needs, with a 20%
     margin, rounded up to a power of two times ``ROUND_MIN`` (so that cells share rounds), within the budget."""
     need = (cfg.target_ess - ess) / max(ess / total, 1e-3) * 1.2
@@ -244,7 +244,7 @@ def _fit_block(prior: dict[str, np.ndarray], cfg: ExactConfig, rng: np.random.Ge
         todo, groups = np.concatenate(list(groups.values())), {}
         ess, (mean, var) = sums.ess(), sums.moments()
         for cell in todo:
-            n = cfg.proposals if len(chunks[cell]) == 1 else _next_round(ess[cell], total[cell], cfg)
+            n = cfg.proposals if len(chunks[cell]) == 1 else next_round(ess[cell], total[cell], cfg)
             if ess[cell] >= cfg.target_ess or n <= 0:
                 continue
             if np.isfinite(mean[0, cell]):
@@ -256,7 +256,7 @@ def _fit_block(prior: dict[str, np.ndarray], cfg: ExactConfig, rng: np.random.Ge
     for cell in range(k):
         p, tpr, fpr, log_w = _joined(chunks[cell], (0, 1, 2, 3))
         if np.isfinite(log_w).any():
-            idx = _resample(log_w, cfg.draws, rng)
+            idx = resample_indices(log_w, cfg.draws, rng)
             out["p"][cell], out["tpr"][cell], out["fpr"][cell] = p[idx], tpr[idx], fpr[idx]
     return ExactResult(out["p"], out["tpr"], out["fpr"], sums.moments()[0][0], sums.mcse(), sums.ess(), total)
 

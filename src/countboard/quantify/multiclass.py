@@ -9,8 +9,14 @@ label) and the classifier's label counts ``s`` on the ``n_m`` unlabelled items::
 
 With two labels ordered ``[failure, success]`` (``C = [[tn, fp], [fn, tp]]``) this is the binary model of ``bcc``.
 
-The counts enter the model through ``pm.Data``: fits with the same number of labels reuse one compiled model and
-NUTS sampler (``MC_CACHE``), with its step size and mass matrix reset, instead of compiling a new one each time.
+Two ways to the posterior (``method``), as for the binary cells:
+
+* ``exact`` (the default through ``auto``): importance sampling through ``q = pi @ theta`` in numpy
+  (``quantify.exact_multiclass``), with the Kish ESS and the Monte-Carlo error of each prevalence's mean; nothing
+  is compiled and PyMC is not imported.
+* ``nuts``: PyMC's NUTS. The counts enter the model through ``pm.Data``: fits with the same number of labels reuse
+  one compiled model and NUTS sampler (``MC_CACHE``), with its step size and mass matrix reset, instead of
+  compiling a new one each time.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import arviz as az
 import numpy as np
 
 from countboard.quantify.bcc import (
+    ESS_MIN,
+    METHODS,
     NUTS_CACHE_SIZE,
     RHAT_MAX,
     SamplerConfig,
@@ -32,6 +40,8 @@ from countboard.quantify.bcc import (
     sample_model,
 )
 from countboard.quantify.errors import BCCWarning, QuantifyInputError
+from countboard.quantify.exact import ExactConfig
+from countboard.quantify.exact_multiclass import fit_exact_multiclass
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -44,9 +54,12 @@ class MultiClassFit:
     Attributes:
         labels: Label names, in the order of the last axis of ``draws``.
         draws: ``(chains * draws, L)`` posterior draws of ``pi``.
-        rhat: ``(L,)`` R-hat of each prevalence.
-        ess: ``(L,)`` bulk ESS of each prevalence.
-        idata: The ArviZ InferenceData.
+        rhat: ``(L,)`` R-hat of each prevalence (NaN for ``exact`` and for NUTS with one chain).
+        ess: ``(L,)`` bulk ESS of each prevalence (``nuts``) or the Kish ESS of the importance weights (``exact``).
+        idata: The ArviZ InferenceData (for ``exact`` the resampled draws as one chain).
+        method: ``exact`` or ``nuts``.
+        mean: ``(L,)`` posterior means (the weighted means for ``exact``, the draws' means for ``nuts``).
+        mcse: ``(L,)`` Monte-Carlo standard errors of ``mean``.
     """
 
     labels: list[str]
@@ -54,6 +67,13 @@ class MultiClassFit:
     rhat: np.ndarray
     ess: np.ndarray
     idata: az.InferenceData
+    method: str = "nuts"
+    mean: np.ndarray | None = None
+    mcse: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.mean is None:
+            self.mean = self.draws.mean(axis=0)
 
 
 def _validate(confusion, s_unlabelled, labels) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -112,23 +132,31 @@ def _cached_model(conf: np.ndarray, s: np.ndarray, target_accept: float) -> tupl
 
 
 def fit_bcc_multiclass(confusion, s_unlabelled, *, labels: Sequence[str] | None = None,
-                       sampler: SamplerConfig | None = None) -> MultiClassFit:
+                       sampler: SamplerConfig | None = None, method: str = "auto",
+                       exact: ExactConfig | None = None) -> MultiClassFit:
     """Posterior of the label prevalences (see the module docstring for the model).
 
     Args:
         confusion: ``(L, L)`` counts on the labelled items, rows = human label, columns = classifier label.
         s_unlabelled: ``(L,)`` classifier label counts on the items without a human label.
         labels: Label names (default ``"0" .. "L-1"``).
-        sampler: Sampler settings.
+        sampler: Sampler settings; ``exact`` returns ``chains * draws`` resampled draws and takes its seed here.
+        method: ``exact`` (importance sampling, ``quantify.exact_multiclass``), ``nuts`` (PyMC) or ``auto``
+            (exact).
+        exact: Proposal and ESS settings of ``exact`` (its ``draws`` and ``seed`` come from ``sampler``).
 
     Example:
         >>> fit = fit_bcc_multiclass([[30, 5, 5], [4, 20, 6], [2, 3, 25]], [3000, 3000, 3900],
-        ...                          sampler=SamplerConfig(draws=200, tune=200))  # doctest: +SKIP
-        >>> fit.draws.shape  # doctest: +SKIP
-        (400, 3)
+        ...                          sampler=SamplerConfig(draws=200))
+        >>> fit.method, fit.draws.shape, bool(fit.mcse.max() < 0.003)
+        ('exact', (400, 3), True)
     """
+    if method not in METHODS:
+        raise QuantifyInputError(f"BCC method must be one of {', '.join(METHODS)}, got {method!r}")
     conf, s, names = _validate(confusion, s_unlabelled, labels)
     cfg = sampler or SamplerConfig()
+    if method != "nuts":
+        return _fit_exact(conf, s, names, cfg, exact or ExactConfig())
     model, step = _cached_model(conf, s, cfg.target_accept)
     idata = sample_model(model, cfg, step).assign_coords(label=names, predicted=names)
     draws = idata.posterior["pi"].stack(sample=("chain", "draw")).transpose("sample", "label").values
@@ -137,4 +165,21 @@ def fit_bcc_multiclass(confusion, s_unlabelled, *, labels: Sequence[str] | None 
     if np.any(rhat > RHAT_MAX):
         warnings.warn(f"R-hat of the prevalences {np.round(rhat, 3).tolist()} exceeds {RHAT_MAX}; draw more "
                       "samples", BCCWarning, stacklevel=2)
-    return MultiClassFit(labels=names, draws=draws, rhat=rhat, ess=ess, idata=idata)
+    mcse = az.mcse(idata, var_names=["pi"])["pi"].values
+    return MultiClassFit(labels=names, draws=draws, rhat=rhat, ess=ess, idata=idata, method="nuts", mcse=mcse)
+
+
+def _fit_exact(conf: np.ndarray, s: np.ndarray, names: list[str], cfg: SamplerConfig,
+               base: ExactConfig) -> MultiClassFit:
+    """A ``MultiClassFit`` by importance sampling: the resampled draws as one chain of the InferenceData."""
+    ecfg = ExactConfig(**{**base.__dict__, "draws": cfg.draws * cfg.chains, "seed": cfg.seed})
+    result = fit_exact_multiclass(conf, s, ecfg)
+    idata = az.from_dict(posterior={"pi": result.pi[None]}, coords={"label": names}, dims={"pi": ["label"]},
+                         attrs={"method": "exact"})
+    ess = np.full(len(names), result.ess)
+    if result.ess < min(ecfg.target_ess, ESS_MIN):
+        warnings.warn(f"importance-sampling ESS {result.ess:.0f} below {ESS_MIN} after {result.proposals} "
+                      "proposals; raise ExactConfig.max_proposals or cross-check with method='nuts'", BCCWarning,
+                      stacklevel=3)
+    return MultiClassFit(labels=names, draws=result.pi, rhat=np.full(len(names), np.nan), ess=ess, idata=idata,
+                         method="exact", mean=result.mean, mcse=result.mcse)

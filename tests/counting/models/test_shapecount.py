@@ -7,6 +7,7 @@ from countboard.counting.datasets.fsc147 import FSC147Dataset
 from countboard.counting.datasets.synthetic_shapes import SyntheticShapes
 from countboard.counting.models.shapecount import (
     ShapeCountCounter,
+    ShapeCountNet,
     grid_to_density,
     load_checkpoint,
     local_checkpoint_path,
@@ -14,7 +15,13 @@ from countboard.counting.models.shapecount import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from countboard.counting.models.shapecount_train import TrainConfig, _pairs, build_training_set, train
+from countboard.counting.models.shapecount_train import (
+    TrainConfig,
+    _pairs,
+    build_training_set,
+    train,
+    trained_before,
+)
 from countboard.errors import ConfigError
 
 
@@ -134,6 +141,27 @@ def test_new_prompts_are_embedded_on_the_counters_device(tiny_checkpoint, monkey
     counter = ShapeCountCounter(recipe="aware", checkpoint=str(tiny_checkpoint))
     text = counter._text(["red circles", "purple hexagons"])
     assert seen == [counter.device] and text.device.type == "cpu" and text.shape == (2, 384)
+
+
+def test_a_checkpoint_trained_with_the_same_settings_on_the_same_data_is_kept(tiny_shapes, fake_table, tmp_path):
+    from dataclasses import asdict
+
+    from countboard.counting.datasets.synthetic_shapes import CONFIG_FILE
+
+    cfg = TrainConfig(recipe="naive", epochs=2)
+    out = tmp_path / "checkpoints" / "shapecount_naive.pt"
+    assert trained_before(tiny_shapes, cfg, out) is None  # nothing trained yet
+    info = {"final_loss": 0.5, "config": asdict(cfg), "dataset_root": str(tiny_shapes),
+            "dataset_config": (tiny_shapes / CONFIG_FILE).read_text()}
+    save_checkpoint(out, ShapeCountNet(cfg.arch), "naive", fake_table, info)
+    assert trained_before(tiny_shapes, cfg, out)["final_loss"] == 0.5
+    assert trained_before(tiny_shapes, TrainConfig(recipe="naive", epochs=3), out) is None  # other settings
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / CONFIG_FILE).write_text((tiny_shapes / CONFIG_FILE).read_text() + "\n# regenerated\n")
+    assert trained_before(other, cfg, out) is None  # other data
+    out.write_bytes(b"not a checkpoint")
+    assert trained_before(tiny_shapes, cfg, out) is None
 
 
 def test_checkpoint_lookup(tiny_checkpoint, tmp_path):

@@ -13,8 +13,9 @@ parameter (config group ``task/classifier``).
 - ``summarize``: human labels of a random subset of ``B`` of the judged texts (simulated from the true labels, or
   read from a label file by ``text_id``); a text succeeds when its label equals the requested one. BCC (binary
   match/mismatch) cells per requested label and pooled (``all``, the summed counts: the labelled texts are a simple
-  random sample of all judged texts) are fitted together (``bcc_method``: ``auto`` = exact, or ``nuts``; a cell
-  with no human positive is fitted with a prior-only TPR and flagged ``no_human_positives`` in ``bcc_cells``).
+  random sample of all judged texts) are fitted together (``bcc_method``: ``auto`` = exact, or ``nuts``, for these
+  and the multi-class cells; a cell with no human positive is fitted with a prior-only TPR and flagged
+  ``no_human_positives`` in ``bcc_cells``).
   Failed outputs are known failures: every rate of a cell is that of its judged texts times their share, CC counts
   them as "not satisfied", and ``acs_failure_rate`` is their share. The run logs the pooled cell's report
   (``schema/bcc.yaml``); the multi-class (Dirichlet) BCC per requested label gives ``acs_mc_*``; the
@@ -90,8 +91,9 @@ class TextACSTask(Task):
         classifier: The metric annotator (built from ``task/classifier``).
         human: ``HumanConfig`` fields.
         sampler: ``SamplerConfig`` fields for the BCC fits (the seed is the job's).
-        multiclass: Also fit the multi-class BCC (one Dirichlet model per requested label, NUTS).
-        bcc_method: ``auto`` (exact for the binary cells), ``exact`` or ``nuts``.
+        multiclass: Also fit the multi-class BCC (one Dirichlet model per requested label).
+        bcc_method: ``auto`` (exact importance sampling, for the binary and the multi-class cells), ``exact`` or
+            ``nuts`` (PyMC).
     """
 
     name = "text_acs"
@@ -306,15 +308,16 @@ class TextACSTask(Task):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", BCCWarning)
-                    fit = fit_bcc_multiclass(conf, s, labels=labels,
+                    fit = fit_bcc_multiclass(conf, s, labels=labels, method=self.bcc_method,
                                              sampler=SamplerConfig(**{**self.sampler, "seed": ctx.seed}))
             except QuantifyInputError as exc:
                 ctx.log.warning("multi-class BCC for requested label %r skipped: %s", lab, exc)
                 return {}, pd.DataFrame(rows)
             for j, x in enumerate(labels):
                 lo, hi = credible_interval(fit.draws[:, j])
-                rows.append({"requested": lab, "label": x, "mean": float(fit.draws[:, j].mean()), "low": float(lo),
-                             "high": float(hi), "rhat": float(fit.rhat[j])})
+                rows.append({"requested": lab, "label": x, "mean": float(fit.mean[j]), "low": float(lo),
+                             "high": float(hi), "rhat": float(fit.rhat[j]), "ess": float(fit.ess[j]),
+                             "mcse": float(fit.mcse[j]), "method": fit.method})
             # the judged texts' success rate times their share: failed outputs are failures
             combined = combined + len(judged) / len(df) * fit.draws[:, labels.index(lab)]
         lo, hi = credible_interval(combined)

@@ -165,6 +165,23 @@ def shape_text_table(classes: list[str]) -> dict[str, np.ndarray]:
     return dict(zip(names, embed_texts(names), strict=True))
 
 
+def trained_before(dataset_root: Path, cfg: TrainConfig, out: Path) -> dict | None:
+    """The training info of the checkpoint at ``out`` when it was trained with ``cfg`` on the data now under
+    ``dataset_root`` (same settings, same generated dataset: training again would give the same weights), else
+    None."""
+    from countboard.counting.datasets.synthetic_shapes import CONFIG_FILE
+
+    stored = Path(dataset_root) / CONFIG_FILE
+    if not (Path(out).is_file() and stored.is_file()):
+        return None
+    try:
+        info = torch.load(out, map_location="cpu", weights_only=True).get("info") or {}
+    except Exception:  # an unreadable file is trained again and overwritten
+        return None
+    same = info.get("config") == asdict(cfg) and info.get("dataset_config") == stored.read_text()
+    return info if same and info.get("dataset_root") == str(dataset_root) else None
+
+
 def train_recipe(dataset_root: Path, cfg: TrainConfig, out: Path) -> tuple[Path, dict]:
     """Train ``cfg.recipe`` on the ``train`` split under ``dataset_root``, save to ``out``.
 
