@@ -76,8 +76,10 @@ def _app() -> None:
 
 
 def _job(cfg: DictConfig) -> str | None:
+    from countboard.config import register_resolvers
     from countboard.engine import run_job
 
+    register_resolvers()  # a launcher's fresh worker resolves the config it was sent
     silence()  # again after Hydra's logging setup, and in a launcher's fresh worker process
     try:
         return run_job(cfg)
