@@ -87,7 +87,7 @@ def family_card(fam: FamilyInfo, counts: dict) -> None:
                            if c in top and pd.notna(top[c]))
         if data.FAILED_COLUMN in top and pd.notna(top[data.FAILED_COLUMN]) and top[data.FAILED_COLUMN] > 0:
             where += f" · {widgets.failed_text(top[data.FAILED_COLUMN], top.failed_share)} units failed"
-        st.markdown(f"Best: **{md(top.model)}** — {md(text)}  \n{where} · [run]({data.run_url(top.experiment_id, top.run_id)})")
+        st.markdown(f"Best: **{md(top.model)}** — {text}  \n{where} · [run]({data.run_url(top.experiment_id, top.run_id)})")
         if note:
             st.caption(note)
 

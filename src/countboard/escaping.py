@@ -77,14 +77,15 @@ def html(text: Any) -> str:
     return _html.escape("" if text is None else str(text), quote=True)
 
 
-def plotly(text: Any) -> str:
+def plotly(text: Any, template: bool = True) -> str:
     """``text`` for a Plotly label, legend, title or hover (its HTML subset and its ``$…$`` LaTeX read nothing).
 
     Example:
         >>> plotly("<b>x</b> $a$")
         '&lt;b&gt;x&lt;/b&gt; &#36;a&#36;'
     """
-    return html(text).replace("$", "&#36;").replace("%", "&#37;")
+    out = html(text).replace("$", "&#36;")
+    return out.replace("%", "&#37;") if template else out  # titles are no templates: "95%" stays as written
 
 
 def latex(text: Any) -> str:
