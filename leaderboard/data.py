@@ -18,6 +18,7 @@ import streamlit as st
 
 import queries
 from countboard.errors import CountboardError
+from countboard.escaping import md, md_code
 from countboard.index import ddl, ui_address
 from countboard.index.artifacts import (
     ArtifactPathError,
@@ -354,8 +355,8 @@ def artifact_file(run_id: str, path: str) -> Path | None:
     except ArtifactPathError:
         return None
     except Exception as exc:  # the store is down or the file went away: say so instead of "no such artifact"
-        st.warning(f"Artifact `{path}` of run `{run_id}` is listed in the index but could not be read from "
-                   f"{uri}: {type(exc).__name__}: {str(exc)[:300]}")
+        st.warning(f"Artifact {md_code(path)} of run {md_code(run_id)} is listed in the index but could not be read "
+                   f"from {md(uri)}: {type(exc).__name__}: {md(str(exc)[:300])}")
         return None
     return local if local.is_file() else None
 

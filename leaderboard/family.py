@@ -18,6 +18,7 @@ import galleries
 import sections
 import similarity
 import widgets
+from countboard.escaping import md
 from countboard.schema import load_schema
 from countboard.tracking import tags as tg
 
@@ -141,10 +142,10 @@ def missing_notes(df, missing: dict[str, str]) -> list[str]:
 
     Example:
         >>> import pandas as pd
-        >>> missing_notes(pd.DataFrame({"model": ["a", "b"], "run_id": ["r1", "r2"]}), {"r2": "nmn: no image"})
-        ['**b**: nmn: no image']
+        >>> missing_notes(pd.DataFrame({"model": ["a", "b"], "run_id": ["r1", "r2"]}), {"r2": "nmn no image"})
+        ['**b**: nmn no image']
     """
-    return [f"**{model}**: {missing[run]}" for model, run in zip(df.model, df.run_id, strict=True)
+    return [f"**{md(model)}**: {md(missing[run])}" for model, run in zip(df.model, df.run_id, strict=True)
             if missing.get(run)]
 
 

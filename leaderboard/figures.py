@@ -12,11 +12,29 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from scipy import stats
 
+from countboard.escaping import plotly as esc
+
+
+def _title(text: str) -> str:
+    """A title or axis name drawn as typed (Plotly reads no template in titles: ``%`` stays)."""
+    return esc(text, template=False)
+
+
+def _escaped(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its text cells as Plotly shows them literally (``countboard.escaping.plotly``): every label,
+    legend entry and hover a figure takes from the store is drawn as typed, never as Plotly's HTML or LaTeX."""
+    text = [c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, pd.CategoricalDtype)
+            or str(df[c].dtype) in ("string", "str")]
+    if not text:
+        return df
+    return df.assign(**{c: df[c].map(lambda v: esc(v) if isinstance(v, str) else v) for c in text})
+
 
 def box(df: pd.DataFrame, x: str, y: str, title: str, beside: str | None = None,
         names: tuple[str, str] = ("", "")) -> go.Figure:
     """One box per value of ``x``, points shown; with ``beside``, a second panel of that column next to it
     (its own y axis starting at 0), so that a value that only looks good on one half is seen with the other."""
+    df, title, names = _escaped(df), _title(title), (_title(names[0]), _title(names[1]))
     if beside is None or beside not in df:
         fig = px.box(df, x=x, y=y, points="all", title=title)
         fig.update_layout(xaxis_title=None)
@@ -64,6 +82,7 @@ def matrix_heatmap(df: pd.DataFrame, rows: str, cols: str, values: str, title: s
     Categories are ordered by ``category_order`` and drawn on categorical axes (labels such as ``"10+"`` stay
     labels); the colour scale starts at 0 unless a value is negative (counts and rates are drawn from 0).
     """
+    df, title = _escaped(df), _title(title)
     grid = df.pivot_table(index=rows, columns=cols, values=values, aggfunc="mean", observed=True)
     grid = grid.reindex(index=category_order(grid.index), columns=category_order(grid.columns))
     finite = grid.to_numpy(dtype=float)
@@ -81,6 +100,7 @@ def matrix_heatmap(df: pd.DataFrame, rows: str, cols: str, values: str, title: s
 
 def histograms(df: pd.DataFrame, value: str, label: str, title: str) -> go.Figure:
     """Overlaid, normalised histograms of ``value``, one colour per ``label``."""
+    df, title = _escaped(df), _title(title)
     fig = px.histogram(df, x=value, color=label, barmode="overlay", histnorm="probability", nbins=30, opacity=0.6,
                        title=title)
     return fig
@@ -91,6 +111,7 @@ def interval_chart(df: pd.DataFrame, label: str, mean: str, low: str, high: str,
                    axis: str = "value", hover: str | None = None) -> go.Figure:
     """Means with [low, high] error bars per ``label`` (one panel per ``facet``), the uncorrected ``point`` beside;
     ``hover`` names a column of text shown when the pointer is on an entry (e.g. the units behind its interval)."""
+    df, title, names = _escaped(df), _title(title), (_title(names[0]), _title(names[1]))
     facets = list(dict.fromkeys(df[facet])) if facet else [None]
     fig = go.Figure()
     for i, f in enumerate(facets):
@@ -108,7 +129,7 @@ def interval_chart(df: pd.DataFrame, label: str, mean: str, low: str, high: str,
             fig.add_trace(go.Scatter(x=part[point], y=part[label], mode="markers", name=f"{names[1]}{suffix}",
                                      marker={"symbol": "x", "size": 9}, legendgroup=str(f)))
     rows = df[label].nunique()
-    fig.update_layout(title=title, xaxis_title=axis, yaxis_title=None, height=max(320, 140 + 24 * rows))
+    fig.update_layout(title=title, xaxis_title=_title(axis), yaxis_title=None, height=max(320, 140 + 24 * rows))
     fig.update_yaxes(type="category")
     return fig
 
@@ -117,6 +138,7 @@ def pairwise_heatmap(p: np.ndarray, labels: list[str], title: str) -> go.Figure:
     """Heatmap of ``P[i, j] = P(A_i > A_j)``; the diagonal (a model against itself) is left blank."""
     p = np.array(p, dtype=float)
     np.fill_diagonal(p, np.nan)
+    labels, title = [esc(x) for x in labels], _title(title)
     fig = px.imshow(pd.DataFrame(p, index=labels, columns=labels), text_auto=".2f", zmin=0, zmax=1,
                     color_continuous_scale="RdBu", aspect="auto", title=title,
                     labels={"x": "B", "y": "A", "color": "P(A > B)"})
@@ -144,6 +166,7 @@ def kendall_between(rank_df: pd.DataFrame, label: str, group: str) -> pd.DataFra
 
 
 def rank_chart(rank_df: pd.DataFrame, label: str, group: str, title: str) -> go.Figure:
+    rank_df, title = _escaped(rank_df), _title(title)
     fig = px.line(rank_df.sort_values(group), x=group, y="rank", color=label, markers=True, title=title)
     fig.update_yaxes(autorange="reversed", dtick=1)
     return fig
@@ -168,7 +191,7 @@ def number_confusion(targets: pd.Series, counted: pd.Series) -> pd.DataFrame:
 def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str,
          error: tuple[str, str] | None = None) -> go.Figure:
     """Grouped bars; ``error`` = (low, high) columns draw an interval on each bar."""
-    extra = {}
+    df, title, extra = _escaped(df), _title(title), {}
     if error is not None:
         low, high = error
         df = df.assign(_up=df[high] - df[y], _down=df[y] - df[low])
@@ -181,6 +204,7 @@ def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str,
 def quartile_boxes(bins: pd.DataFrame, title: str) -> go.Figure:
     """One box per (entry, similarity bin) drawn from precomputed quartiles (``q1``, ``median``, ``q3``; no
     whiskers: the notebook hides outliers), entries side by side in each bin."""
+    bins, title = _escaped(bins), _title(title)
     fig = go.Figure()
     for entry, part in bins.groupby("entry", sort=False):
         part = part[part["n"] > 0]
@@ -194,6 +218,7 @@ def quartile_boxes(bins: pd.DataFrame, title: str) -> go.Figure:
 
 def calibration_chart(df: pd.DataFrame, title: str) -> go.Figure:
     """Observed coverage (``coverage``) against nominal level (``level``) per ``method``, with the diagonal."""
+    df, title = _escaped(df), _title(title)
     fig = px.line(df.sort_values("level"), x="level", y="coverage", color="method", markers=True, title=title)
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="nominal", line={"dash": "dot", "color": "grey"}))
     fig.update_layout(xaxis_title="nominal level", yaxis_title="observed coverage", xaxis_range=[0, 1],
@@ -203,6 +228,7 @@ def calibration_chart(df: pd.DataFrame, title: str) -> go.Figure:
 
 def error_chart(df: pd.DataFrame, title: str) -> go.Figure:
     """Mean absolute error (``mae``) against the number of labelled units (``n_human``) per ``method``."""
+    df, title = _escaped(df), _title(title)
     fig = px.line(df.sort_values("n_human"), x="n_human", y="mae", color="method", markers=True, title=title)
     fig.update_layout(xaxis_title="human-labelled units", yaxis_title="mean absolute error")
     return fig

@@ -7,6 +7,7 @@ import streamlit as st
 
 import data
 import widgets
+from countboard.escaping import md, md_code
 from countboard.schema import FigureInfo
 from sections import Ctx, pick_entry
 
@@ -109,4 +110,4 @@ def draw_image_gallery(ctx: Ctx, fig: FigureInfo) -> None:
     images = _zip_images(str(local), local.stat().st_mtime_ns)
     shown = _page(sorted(images), f"{ctx.prefix}_images_page")
     _grid([(images[k], k) for k in shown])
-    st.caption(f"{len(images)} images in `{path}` of {ctx.labels[entry]} (the annotation sample).")
+    st.caption(f"{len(images)} images in {md_code(path)} of {md(ctx.labels[entry])} (the annotation sample).")

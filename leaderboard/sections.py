@@ -17,6 +17,7 @@ import data
 import figures
 import ranking
 import widgets
+from countboard.escaping import md, md_code
 from countboard.schema import FigureInfo, IntervalInfo, MetricInfo
 from countboard.tracking import tags as tg
 
@@ -160,7 +161,7 @@ def _pairwise_matrix(ctx: Ctx, part: pd.DataFrame, fig: FigureInfo) -> tuple[np.
         p = _prob_intervals(tuple(names), tuple(part[ctx.sort.key]), tuple(part[iv.low]), tuple(part[iv.high]),
                             iv.level)
     except ValueError as exc:
-        st.info(f"P(A > B) needs rates in (0, 1) with their intervals: {exc}")
+        st.info(f"P(A > B) needs rates in (0, 1) with their intervals: {md(exc)}")
         return None, ""
     return p, (f"Each entry as a Beta with its mean and the spread of its {iv.level:.0%} interval (level from the "
                "schema); entries independent.")
@@ -287,7 +288,7 @@ def draw_drift(ctx: Ctx, fig: FigureInfo) -> None:
     st.plotly_chart(figures.box(pairs, "label", value, "Mosaic test per counter", beside=beside, names=names),
                     key=f"{ctx.prefix}_drift")
     if beside not in pairs:
-        st.caption(f"`{path}` has no `{beside}` column: the distractor-half count cannot be shown beside the drift.")
+        st.caption(f"{md_code(path)} has no `{beside}` column: the distractor-half count cannot be shown beside the drift.")
 
 
 def draw_negative_heatmap(ctx: Ctx, fig: FigureInfo) -> None:
@@ -377,7 +378,7 @@ def draw_answers(ctx: Ctx, fig: FigureInfo) -> None:
     classes = list(classes_table.columns[3:]) if classes_table is not None else None
     rows = answer_rows(samples, classes) if samples is not None else None
     if rows is None:
-        st.info(f"{ctx.labels.get(entry, entry)} was not asked in words: its records hold counts only. Models "
+        st.info(f"{md(ctx.labels.get(entry, entry))} was not asked in words: its records hold counts only. Models "
                 "asked in words (model=vlm and its presets) show each raw answer beside its parsed count here; "
                 "unparsable answers are in the run's failures.json.")
         return

@@ -13,6 +13,7 @@ import figures
 import widgets
 from countboard.counting.models.text_encoder import CLIP_TEXT_ENCODER
 from countboard.counting.similarity import MULTICLASS_COUNTS, MULTICLASS_GT, NEGATIVE_COUNTS, analyse
+from countboard.escaping import md
 from countboard.schema import FigureInfo
 
 TOP_ENTRIES = 10
@@ -53,7 +54,7 @@ def draw_negative_similarity(ctx, fig: FigureInfo) -> None:
             if found is not None and len(found):
                 pairs[ctx.labels[entry]] = found
     except Exception as exc:  # an encoder that cannot be loaded here: said in one line
-        st.warning(f"{type(exc).__name__}: {exc}. Try the text encoder `minilm` (bundled).")
+        st.warning(f"{type(exc).__name__}: {md(exc)}. Try the text encoder `minilm` (bundled).")
         return
     if not pairs:
         widgets.missing("semantic-similarity analysis", f"{NEGATIVE_COUNTS} or {MULTICLASS_COUNTS}")

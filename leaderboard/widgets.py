@@ -10,6 +10,7 @@ import streamlit as st
 
 import data
 import ranking
+from countboard.escaping import md
 from countboard.index.ddl import SPREAD_SUFFIX
 from countboard.schema import IntervalInfo, MetricInfo
 
@@ -332,7 +333,7 @@ def protocol_filter(family: str, key_prefix: str, ui=st) -> tuple[tuple[str, str
     if not labels:
         return ()
     if len(labels) == 1:
-        ui.caption(f"Protocol: **{labels[0]}** (the task and model parameters that change what is measured).")
+        ui.caption(f"Protocol: **{md(labels[0])}** (the task and model parameters that change what is measured).")
         return ((data.PROTOCOL_COLUMN, labels[0]),)
     picked = ui.selectbox("Protocol", [*labels, ALL_PROTOCOLS], key=f"{key_prefix}_protocol",
                           help="Runs of one model and task that measure different things (a mosaic preset, a "
@@ -539,7 +540,7 @@ def show_ranking(df: pd.DataFrame, metrics: list[MetricInfo], sort: MetricInfo, 
                              "units: its metrics cover the other units only.")
     direction = "higher is better" if sort.higher_is_better is not False else "lower is better"
     how = f", with its {interval.level:.0%} interval" if interval is not None else " (no interval in the schema)"
-    where = " · ".join(f"{c} {df[c].iloc[0]}" for c in ("dataset", "split")
+    where = " · ".join(f"{c} {md(df[c].iloc[0])}" for c in ("dataset", "split")
                        if c not in frame and c in df and len(df) and pd.notna(df[c].iloc[0]))
     st.caption(f"Ranked by **{sort.display}** ({direction}){how}{f' on {where}' if where else ''}; "
                "↑ higher is better, ↓ lower is better.")

@@ -19,8 +19,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "countboard"
 
 #: Layers from the bottom up; a name is a top-level module or package of ``countboard``.
 LAYERS = [
-    {"__init__", "errors", "paths", "items", "results", "resources", "schema", "fingerprint", "config", "fit",
-     "protocol", "inputs", "batching", "quiet", "processes"},  # core
+    {"__init__", "errors", "paths", "items", "decode", "results", "resources", "schema", "fingerprint", "config", "fit",
+     "protocol", "inputs", "batching", "quiet", "processes", "preflight", "escaping"},  # core
     {"metrics", "quantify", "models", "tracking"},  # shared building blocks
     {"counting", "numeracy", "grounding", "acs"},  # one package per paper's protocol
     {"cell", "engine", "index", "publish"},  # orchestration: cell ownership, jobs, the index, its publication

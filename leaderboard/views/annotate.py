@@ -21,6 +21,7 @@ import streamlit as st
 import annotate_text
 import data
 import widgets
+from countboard.escaping import md
 from countboard.numeracy.annotation import (
     IMAGES_ZIP,
     SAMPLE_TABLE,
@@ -77,7 +78,7 @@ def question_form(run_id: str, model: str, item: pd.Series, annot: str, store: L
     else:
         cols[0].info(f"Image {item.image_id} is not in {IMAGES_ZIP}.")
     with cols[1].form(key="annotate_form", clear_on_submit=True):
-        st.markdown(f"**{item.question}**")
+        st.markdown(f"**{md(item.question)}**")
         st.text_input("Answer (a number, a word, a range such as 2-3, or 10+)", key="annotate_answer")
         st.form_submit_button("Save and next", on_click=save_answer, shortcut="Ctrl+Enter",
                               help="Enter in the answer box or Ctrl+Enter saves",

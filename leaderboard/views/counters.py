@@ -8,6 +8,7 @@ import data
 import family
 import queries
 import widgets
+from countboard.escaping import md
 from countboard.index.praco_table import (
     CONVENTIONS,
     praco_caption,
@@ -42,14 +43,14 @@ def paper_table() -> None:
     protocols = {}
     for task, labels in task_protocols(rows, dataset, split).items():
         protocols[task] = labels[0] if len(labels) == 1 else st.selectbox(
-            f"Protocol of {task}", labels, key=f"praco_table_protocol_{task}",
+            f"Protocol of {md(task)}", labels, key=f"praco_table_protocol_{task}",
             help="The table takes one protocol per test (e.g. the mosaic preset); the caption states it.")
     table = praco_table(rows, convention, dataset, split, protocols)
     caption = praco_caption(convention, split, dataset, protocols)
     if table.empty:
-        st.info(f"No counter run on {dataset} / {split} reports the paper's metrics.")
+        st.info(f"No counter run on {md(dataset)} / {md(split)} reports the paper's metrics.")
         return
-    st.caption(caption)
+    st.caption(md(caption))
     # one table: the method stays in view while the paper's columns scroll sideways
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"Method": st.column_config.TextColumn("Method", pinned=True)})

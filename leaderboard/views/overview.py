@@ -9,6 +9,7 @@ import streamlit as st
 import data
 import queries
 import widgets
+from countboard.escaping import md, md_code
 from countboard.schema import FamilyInfo, load_schema
 
 FAILED_SHOWN = 20
@@ -82,11 +83,11 @@ def family_card(fam: FamilyInfo, counts: dict) -> None:
                        f"dataset=<dataset> task=<task> {sweep}`, then `countboard index {index}`.".replace("  ", " "))
             return
         top, text, _ = best
-        where = " · ".join(str(top[c]) for c in ("dataset", "split", "evaluator", "task", data.PROTOCOL_COLUMN)
+        where = " · ".join(md(top[c]) for c in ("dataset", "split", "evaluator", "task", data.PROTOCOL_COLUMN)
                            if c in top and pd.notna(top[c]))
         if data.FAILED_COLUMN in top and pd.notna(top[data.FAILED_COLUMN]) and top[data.FAILED_COLUMN] > 0:
             where += f" · {widgets.failed_text(top[data.FAILED_COLUMN], top.failed_share)} units failed"
-        st.markdown(f"Best: **{top.model}** — {text}  \n{where} · [run]({data.run_url(top.experiment_id, top.run_id)})")
+        st.markdown(f"Best: **{md(top.model)}** — {text}  \n{where} · [run]({data.run_url(top.experiment_id, top.run_id)})")
         if note:
             st.caption(note)
 
@@ -104,7 +105,7 @@ def store_state() -> None:
     last = s.last_sweep if pd.notna(s.last_sweep) else s.last_run
     meta = data.query(queries.META)
     info = dict(zip(meta.key, meta.value, strict=True)) if not meta.empty else {}
-    st.caption(f"Last sweep started {last if pd.notna(last) else 'never'}. Store `{info.get('store_uri')}`, "
+    st.caption(f"Last sweep started {last if pd.notna(last) else 'never'}. Store {md_code(info.get('store_uri'))}, "
                f"indexed {info.get('indexed_at')} (index schema {info.get('schema_version')}); refresh with "
                "`countboard index`.")
     failed = data.query(queries.FAILED_RUNS, (FAILED_SHOWN,))

@@ -26,6 +26,7 @@ from countboard.config import (
     MODEL_FEEDING_KEYS,
     OPERATIONAL_KEYS,
     REPLICATE_KEYS,
+    RESOLVER_PREFIX,
     clean_run_name,
 )
 from countboard.errors import ConfigError
@@ -51,7 +52,7 @@ def config_hash(cfg: DictConfig, data_fingerprint: str | None = None, drop: tupl
     ``data_fingerprint`` (``countboard.fingerprint``). ``drop`` leaves out more keys (``seed`` for the
     replicate group). A key of ``HASH_DEFAULTS`` at its default value is left out too (``precision=fp32``).
     """
-    container = OmegaConf.to_container(cfg, resolve=False)
+    container = _derived_as_values(cfg, OmegaConf.to_container(cfg, resolve=False))
     semantic = {k: v for k, v in container.items() if k not in OPERATIONAL_KEYS and k not in drop
                 and not (k in HASH_DEFAULTS and str(v) == HASH_DEFAULTS[k])}
     if isinstance(semantic.get("model"), dict):
@@ -63,6 +64,16 @@ def config_hash(cfg: DictConfig, data_fingerprint: str | None = None, drop: tupl
         semantic[DATA_KEY] = data_fingerprint
     blob = json.dumps(semantic, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _derived_as_values(cfg: DictConfig, node: Any, path: str = "") -> Any:
+    """``node`` with every value derived by a project resolver (``${cb.…}``, ``config.RESOLVER_PREFIX``) replaced by
+    what it resolves to: a key that became derived hashes as the value it had when it was written out."""
+    if isinstance(node, dict):
+        return {k: _derived_as_values(cfg, v, f"{path}{k}.") for k, v in node.items()}
+    if isinstance(node, str) and node.startswith("${" + RESOLVER_PREFIX):
+        return OmegaConf.select(cfg, path[:-1])
+    return node
 
 
 def flatten(d: Any, prefix: str = "") -> dict[str, Any]:

@@ -115,10 +115,31 @@ class Config:
     retry_failed: bool = True
 
 
+#: Prefix of the project's config resolvers: a value written ``${cb.equals:${.name},CountGDPlusPlus}`` is derived
+#: from other keys (the user never has to set it), and ``config_hash`` takes its value, not its text.
+RESOLVER_PREFIX = "cb."
+
+
+def _equals(a: Any, b: Any) -> bool:
+    """``${cb.equals:A,B}``: whether two config values are the same (compared as text)."""
+    return str(a) == str(b)
+
+
+def register_resolvers() -> None:
+    """Register the ``cb.*`` resolvers of the configs (idempotent; every process that composes or resolves a
+    config calls it: the sweep, each launcher worker's job)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver(f"{RESOLVER_PREFIX}equals"):
+        OmegaConf.register_new_resolver(f"{RESOLVER_PREFIX}equals", _equals)
+
+
 def register_configs() -> None:
     from hydra.core.config_store import (
         ConfigStore,  # Hydra: imported when a sweep composes, not by every reader
     )
+
+    register_resolvers()
 
     cs = ConfigStore.instance()
     cs.store(name="countboard_schema", node=Config)

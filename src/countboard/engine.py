@@ -29,6 +29,7 @@ from countboard.errors import CountboardError, TrackingStoreError, WriteError, d
 from countboard.fit import check_fit
 from countboard.inputs import InputStream, resolve_workers
 from countboard.models.precision import numerics
+from countboard.preflight import preflight_cell
 from countboard.results import RunContext, Task, TaskResult, check_outputs, missing_text, split_metrics
 from countboard.schema import load_schema
 from countboard.tracking import address, checkpoints, failpoints, tracker_from_config
@@ -219,61 +220,12 @@ def _open_cell(cfg: DictConfig) -> tuple[Cell, Any]:
     check_fit(cfg)  # a model or dataset the task does not take: one line naming what fits, before anything runs
     st.reach_config(cfg.tracking)  # a down server is named before the dataset is built
     resolve_device(cfg.device)
-    _preflight_model(cfg)  # missing weights or packages, before the dataset is built
-    _preflight_task(cfg)
+    preflight_cell(cfg)  # missing weights, files or packages, before the dataset is built
     dataset = instantiate_node(cfg, "dataset")
     fingerprint = dataset_fingerprint(dataset, OmegaConf.to_container(cfg.dataset, resolve=True))
     tracker = tracker_from_config(cfg.tracking)
     tracker.check()
     return Cell(cfg, tracker, fingerprint), dataset
-
-
-def _preflight_model(cfg: DictConfig) -> None:
-    """The model's own check of its code, weights and packages (``Counter.preflight``), before any run exists."""
-    from hydra.utils import get_class
-
-    try:
-        cls = get_class(cfg.model._target_)
-    except Exception:  # an unknown target is reported, with the valid keys, when the model is built
-        return
-    node = OmegaConf.to_container(cfg.model, resolve=True)
-    _check_localises(cfg, cls, node)  # what the task cannot take, before what is missing to run it
-    preflight = getattr(cls, "preflight", None)
-    if preflight is not None:
-        preflight(node)
-
-
-def _preflight_task(cfg: DictConfig) -> None:
-    """The task's own check of its settings (its class's ``preflight``: e.g. the metrics it is asked to run and the
-    models they need), before the dataset is built and any run exists."""
-    from hydra.utils import get_class
-
-    try:
-        cls = get_class(cfg.task._target_)
-    except Exception:  # an unknown target is reported, with the valid keys, when the task is built
-        return
-    preflight = getattr(cls, "preflight", None)
-    if preflight is not None:
-        preflight(OmegaConf.to_container(cfg.task, resolve=True))
-
-
-def _check_localises(cfg: DictConfig, model_cls: Any, node: dict) -> None:
-    """A task that reads parts of the density maps (``needs_localisation``) refuses a counter whose maps locate
-    nothing (``Counter.localises``), before any run exists."""
-    from hydra.utils import get_class
-
-    from countboard.errors import ConfigError
-
-    try:
-        task_cls = get_class(cfg.task._target_)
-    except Exception:  # reported when the task is built
-        return
-    localises = getattr(model_cls, "localises", None)
-    if getattr(task_cls, "needs_localisation", False) and localises is not None and not localises(node):
-        raise ConfigError(f"task={cfg.task.get('name', '?')} needs counts per part of the image (each half of a "
-                          f"mosaic) and model={node.get('name', '?')} answers one number per question, which says "
-                          "nothing about where the objects are; run it on praco_negative, classic or "
-                          "praco_multiclass, or use a model that points (model.answers=points)")
 
 
 def run_job(cfg: DictConfig) -> str | None:

@@ -199,7 +199,6 @@ class GroundingSample:
             return self.image
         if self.image_path is None or not Path(self.image_path).is_file():
             raise FileNotFoundError(f"image of sample {self.sample_id} not found at {self.image_path}")
-        from PIL import Image
+        from countboard.decode import decode_image
 
-        with Image.open(self.image_path) as im:
-            return np.asarray(im.convert("RGB"))
+        return decode_image(self.image_path)

@@ -50,7 +50,7 @@ def fsc_root(tmp_path_factory) -> Path:
     test_ids = json.loads((root / fsc147.SPLITS_FILE).read_text())["test"]
     (root / fsc147.IMAGE_DIR).mkdir()
     seen: dict[str, int] = {}
-    placeholder = Image.new("RGB", (64, 48), (120, 110, 100))
+    placeholder = Image.new("RGB", (512, 384), (120, 110, 100))  # the annotations' W x H
     excluded = fsc147.read_exclusion(fsc147.PRACO_EXCLUSION, root)
     for image_id in test_ids:
         if fsc147.image_stem(image_id) in excluded:
@@ -81,7 +81,7 @@ def test_subset_loads_with_counts(fsc_root):
     counts = json.loads((_shared_meta() / "gt_cnts_FSC147.json").read_text())
     assert [ds.count_of(i) for i in ds.image_ids] == [counts[i] for i in ds.image_ids]
     item = ds[0]
-    assert item.image.shape == (48, 64, 3)
+    assert item.image.shape == (384, 512, 3)
     assert item.count_of() == counts[item.image_id]
     np.testing.assert_array_equal(item.boxes[item.class_name], [[20, 10, 40, 30]] * 3)
     assert all(len(ds.images_of(c)) == PER_CLASS for c in ds.classes)

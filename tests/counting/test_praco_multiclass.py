@@ -47,8 +47,9 @@ def test_real_metadata_with_placeholder_images(tmp_path):
         pm.PracoMulticlassDataset(root)
     ds = pm.PracoMulticlassDataset(root, max_images=6, check_files=False)
     (root / "images").mkdir()
-    for i in ds.image_ids:
-        Image.new("RGB", (64, 48)).save(root / "images" / i)
+    sizes = json.loads((root / "annotations.json").read_text())
+    for i in ds.image_ids:  # of the annotations' size: a point outside the image would fail it
+        Image.new("RGB", (int(sizes[i]["W"]), int(sizes[i]["H"]))).save(root / "images" / i)
     ds = pm.PracoMulticlassDataset(root, max_images=6)
     assert len(ds.classes) == 45 and ds.image_ids[0] == "mcac_1.jpg"
     assert {c: n for c, n in ds.counts_of("mcac_1.jpg").items() if n} == {"plates": 7, "bowls": 13}

@@ -13,10 +13,10 @@ from countboard.counting.models.vlm import VlmCounter
 from countboard.counting.tasks.classic import ClassicCounting
 from countboard.counting.tasks.praco import PracoNegative
 from countboard.counting.tasks.praco_multiclass import PracoMulticlass
-from countboard.engine import _preflight_model
 from countboard.errors import ConfigError
 from countboard.models.tiny_asked import build_tiny_vlm, force_answer
 from countboard.numeracy.tasks.geckonum import _answered_questions
+from countboard.preflight import _preflight_model
 from countboard.results import RunContext
 
 SMALL = dict(image_size=(48, 48), size_range=(5.0, 8.0), count_range=(1, 10),

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from tests.fixtures.board import app_test
 from tests.fixtures.synthetic_store import FamilySpec, make_store
 
+from countboard.escaping import md
 from countboard.index import build_index
 from countboard.index.artifacts import relocate_artifact_uri
 from countboard.paths import leaderboard_dir
@@ -112,7 +113,7 @@ def test_overview_links_each_family_to_its_own_section_and_shows_its_best_entry(
         assert link.query_string == f"section={fam.key}"
     text = " ".join(m.value for m in at.markdown)
     best = store.values[store.values.family == "counters"].sort_values("cnt_f1", ascending=False).iloc[0]
-    assert f"Best: **{best.model}**" in text
+    assert f"Best: **{md(best.model)}**" in text  # the name as typed: escaped for markdown
     assert "interval)" in text  # the families with an interval show it
     assert [m.label for m in at.metric][:3] == ["Runs", "Finished", "Failed"]
 

@@ -80,8 +80,10 @@ SWEEP_PID_ENV = "COUNTBOARD_SWEEP_PID"
 
 
 def _job(cfg: DictConfig) -> str | None:
+    from countboard.config import register_resolvers
     from countboard.engine import run_job
 
+    register_resolvers()  # a launcher's fresh worker resolves the config it was sent
     if os.environ.get(SWEEP_PID_ENV, str(os.getpid())) != str(os.getpid()):
         from countboard.processes import die_with_parent
 

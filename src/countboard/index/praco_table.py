@@ -21,6 +21,7 @@ import math
 
 import pandas as pd
 
+from countboard.escaping import csv_frame, latex
 from countboard.protocol import DEFAULT_LABEL
 from countboard.tracking import tags as tg
 
@@ -134,20 +135,12 @@ def table_csv(table: pd.DataFrame, columns=COLUMNS) -> str:
     shown = table.copy()
     for _, header, _, _, fmt, _ in columns:
         shown[header] = [_fmt(v, fmt) for v in shown[header]]
-    return shown.to_csv(index=False)
+    return csv_frame(shown, ["Method"]).to_csv(index=False)
 
 
 def _fmt(value: float, fmt: str) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
 
-
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def _tex(text: str) -> str:
-    """``text`` with LaTeX's special characters escaped."""
-    return "".join(_TEX.get(ch, ch) for ch in text)
 
 
 def table_latex(table: pd.DataFrame, caption: str, label: str = "tab:praco", columns=COLUMNS) -> str:
@@ -166,7 +159,7 @@ def table_latex(table: pd.DataFrame, caption: str, label: str = "tab:praco", col
             groups[-1] = (group, groups[-1][1] + 1)
         else:
             groups.append((group, 1))
-    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}", rf"\label{{{label}}}",
+    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex(caption)}}}", rf"\label{{{label}}}",
              r"\begin{tabular}{l" + "c" * len(columns) + "}", r"\toprule"]
     lines.append(" & " + " & ".join(rf"\multicolumn{{{n}}}{{c}}{{{g}}}" for g, n in groups) + r" \\")
     start = 2
@@ -179,6 +172,6 @@ def table_latex(table: pd.DataFrame, caption: str, label: str = "tab:praco", col
     lines += ["Method & " + " & ".join(heads) + r" \\", r"\midrule"]
     for _, row in table.iterrows():
         cells = [_fmt(row[h], fmt) or "--" for _, h, _, _, fmt, _ in columns]
-        lines.append(_tex(str(row["Method"])) + " & " + " & ".join(cells) + r" \\")
+        lines.append(latex(row["Method"]) + " & " + " & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"

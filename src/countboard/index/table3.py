@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from countboard.index.praco_table import _tex
+from countboard.escaping import csv_frame, latex
 
 #: (metric key in the schema, column header), in Table 3's order
 METRICS = (("clipscore", "CLIP"), ("tifa", "TIFA"), ("dsg", "DSG"), ("counter", "Counter"))
@@ -69,7 +69,8 @@ def auroc_ranking(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def table3_csv(table: pd.DataFrame) -> str:
-    return table.to_csv(index=False)
+    """The table as CSV text; generator names that a spreadsheet would read as a formula are neutralised."""
+    return csv_frame(table, ["Generator"]).to_csv(index=False)
 
 
 def table3_latex(table: pd.DataFrame, label: str = "tab:geckonum_table3") -> str:
@@ -87,7 +88,7 @@ def table3_latex(table: pd.DataFrame, label: str = "tab:geckonum_table3") -> str
              r"\begin{tabular}{l" + "c" * len(heads) + "}", r"\toprule", " & ".join(["", *heads]) + r" \\",
              r"\midrule"]
     for _, row in table.iterrows():
-        cells = [r"\checkmark" if row[h] == CHECK else _tex(str(row[h])) for h in heads]
-        lines.append(" & ".join([_tex(str(row["Generator"])), *cells]) + r" \\")
+        cells = [r"\checkmark" if row[h] == CHECK else latex(row[h]) for h in heads]
+        lines.append(" & ".join([latex(row["Generator"]), *cells]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"

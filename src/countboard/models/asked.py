@@ -23,6 +23,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+from countboard.decode import to_pil
 from countboard.errors import ConfigError
 from countboard.models.hf_loading import load_pretrained
 
@@ -195,7 +196,7 @@ def _rgb(image: Any) -> Any:
     from PIL import Image
 
     if isinstance(image, Image.Image):
-        return image if image.mode == "RGB" else image.convert("RGB")
+        return to_pil(image)
     import numpy as np
 
     return Image.fromarray(np.asarray(image, dtype=np.uint8)).convert("RGB")

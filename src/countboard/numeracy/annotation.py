@@ -164,12 +164,12 @@ def load_run_sample(tracker, run_id: str, dst: str | Path) -> tuple[pd.DataFrame
 
 def read_annotation_images(path: str | Path) -> dict[str, np.ndarray]:
     """Images of a run's ``files/annotation_images.zip`` by image id (``(H, W, 3)`` uint8)."""
-    from PIL import Image
+    from countboard.decode import decode_image
 
     out = {}
     with zipfile.ZipFile(path) as zf:
         for name in zf.namelist():
             if name.endswith(".png"):
                 with zf.open(name) as fh:
-                    out[Path(name).stem] = np.asarray(Image.open(fh).convert("RGB"))
+                    out[Path(name).stem] = decode_image(fh, name=name)
     return out

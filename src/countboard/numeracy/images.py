@@ -18,8 +18,8 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
+from countboard.decode import decode_image
 from countboard.errors import DataNotFoundError
 from countboard.numeracy.release import GENERATORS, split_image_id
 
@@ -86,5 +86,4 @@ class ReleaseFolder:
 
     def read(self, image_id: str) -> np.ndarray:
         """``(H, W, 3)`` uint8 RGB pixels of ``image_id``."""
-        with Image.open(self.path(image_id)) as img:
-            return np.asarray(img.convert("RGB"), dtype=np.uint8)
+        return decode_image(self.path(image_id))

@@ -12,7 +12,7 @@ from typing import Any
 
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from countboard.tracking import store as st
 from countboard.tracking import tags as tg
@@ -55,7 +55,7 @@ class SweepCallback(Callback):
         self.ttl_s = 60.0
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from countboard.errors import ConfigError, debug_enabled, user_message, write_error
+        from countboard.errors import CountboardError, debug_enabled, user_message, write_error
 
         if "joblib" in str(config.hydra.launcher.get("_target_", "")):
             from countboard.processes import joblib_workers_die_with_parent
@@ -64,7 +64,7 @@ class SweepCallback(Callback):
 
         try:
             check_some_cell_fits(config)
-        except ConfigError as exc:
+        except CountboardError as exc:
             raise SweepRefused(f"error: {exc}") from None
         try:
             self._start(config)
@@ -160,34 +160,60 @@ def sweep_jobs(sweeper: Any, arguments: list[str], config_loader: Any) -> list[l
 
 
 def check_some_cell_fits(config: DictConfig) -> None:
-    """Refuse a multirun none of whose cells fits (``countboard.fit``: a model or dataset its task does not
-    take) in one line, before its parent run or the store exists; cells are composed until one fits, so a sweep
-    whose first cell fits pays one composition. A sweep with some fitting cells runs, and each misfit cell says
-    so in its own line."""
+    """Refuse a multirun none of whose cells can run in one line, before its parent run or the store exists: a
+    model or dataset its task does not take (``countboard.fit``), or what a cell's model or task needs and lacks
+    (weights, local files, packages: ``countboard.preflight``). Cells are composed until one can run, so a sweep
+    whose first cell can pays one composition, and a check that failed for one model and task is not run again.
+    A sweep with some cells that can run runs, and each other cell says why in its own line (before its run
+    exists). When every cell failed for one reason, the line gives it once."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from countboard.errors import ConfigError
+    from countboard.errors import ConfigError, CountboardError
     from countboard.fit import check_fit
+    from countboard.preflight import preflight_cell
 
     if not GlobalHydra.instance().is_initialized():
         return
     loader = GlobalHydra.instance().config_loader()
     jobs = sweep_jobs(config.hydra.sweeper, list(config.hydra.overrides.task), loader)
-    first = None
+    first, reasons, failed, misfits = None, set(), {}, 0
     for job in jobs:
         try:
             cell = loader.load_sweep_config(config, job)
         except Exception:  # a cell Hydra cannot compose fails in its own job, with Hydra's reason
             return
         try:
-            check_fit(cell)
-        except ConfigError as exc:
+            try:
+                check_fit(cell)
+            except ConfigError:
+                misfits += 1
+                raise
+            key = json.dumps([OmegaConf.to_container(cell[g], resolve=True) for g in ("model", "task")],
+                             sort_keys=True, default=str)
+            if key in failed:
+                raise failed[key]
+            try:
+                preflight_cell(cell)
+            except CountboardError as exc:
+                failed[key] = exc
+                raise
+        except CountboardError as exc:
             first = first or f"{' '.join(job)}: {exc}"
+            reasons.add(str(exc))
             continue
+        except Exception:  # anything else fails in its own job, with its own report
+            return
         return
-    if first is not None:
+    if first is None:
+        return
+    if misfits == len(jobs):
         raise ConfigError(f"none of the {len(jobs)} cells of this sweep fits, so nothing was run or created; "
                           f"the first, {first}")
+    if len(reasons) == 1:
+        raise ConfigError(f"{next(iter(reasons))} (every one of the {len(jobs)} cells of this sweep; nothing was "
+                          "run or created)")
+    raise ConfigError(f"none of the {len(jobs)} cells of this sweep can run, so nothing was run or created; "
+                      f"the first, {first}")
 
 
 def _sweep_name(overrides: list[str]) -> str:

@@ -120,6 +120,16 @@ class EmbeddingZeroShotClassifier(TextClassifier):
 
     path_params = ("model_path",)
 
+    @classmethod
+    def preflight(cls, node) -> None:
+        """A ``model_path`` folder (or hub id) that cannot be loaded offline, before any run exists."""
+        from countboard.models.hf_loading import check_weights_present, current_node_key
+
+        path = node.get("model_path")
+        if path:
+            key = current_node_key()
+            check_weights_present(str(path), f"{key}={node.get('name', '?')}", key=f"{key}.model_path")
+
     def __init__(self, descriptions: Mapping[str, str], name: str = "minilm_zeroshot",
                  labels: Sequence[str] = SENTIMENT_LABELS, label_map: Mapping[str, str] | None = None,
                  model_path: str | None = None, temperature: float = 0.05, fallback_label: str | None = None,

@@ -12,14 +12,11 @@ which is what a counter is prompted with; the question itself stays on the item 
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
 from countboard.counting.datasets.fsc147 import ListedSplitDataset
+from countboard.decode import decode_image
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.items import ImageItem
 
@@ -93,6 +90,5 @@ class CountBenchDataset(ListedSplitDataset):
         data = cell.get("bytes") if isinstance(cell, dict) else cell
         if not data:
             raise ValueError(f"{image_id}: the parquet row holds no image bytes")
-        with Image.open(io.BytesIO(data)) as img:
-            image = np.asarray(img.convert("RGB"), dtype=np.uint8)
+        image = decode_image(data, name=image_id)
         return ImageItem(image_id=image_id, image=image, class_name=self.class_of(image_id))

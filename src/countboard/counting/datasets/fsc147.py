@@ -28,8 +28,8 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
+from countboard.decode import check_points, decode_image
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.items import ImageDataset, ImageItem
 from countboard.resources import PRACO_EXCLUSION_FILE
@@ -236,8 +236,8 @@ class FSC147Dataset(ListedSplitDataset):
         return {self._class_of[image_id]: np.asarray(boxes, dtype=np.float64).reshape(-1, 4)}
 
     def load(self, image_id: str) -> ImageItem:
-        path = self.root / IMAGE_DIR / image_id
-        with Image.open(path) as img:
-            image = np.asarray(img.convert("RGB"), dtype=np.uint8)
-        return ImageItem(image_id=image_id, image=image, points=self._points(image_id),
+        image = decode_image(self.root / IMAGE_DIR / image_id)
+        points = self._points(image_id)
+        check_points(points, image.shape[:2], image_id)
+        return ImageItem(image_id=image_id, image=image, points=points,
                          boxes=self._boxes(image_id), class_name=self._class_of[image_id])

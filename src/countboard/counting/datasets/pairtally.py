@@ -23,9 +23,9 @@ import logging
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from countboard.counting.datasets.fsc147 import ListedSplitDataset
+from countboard.decode import check_points, decode_image
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.items import ImageItem
 
@@ -120,12 +120,12 @@ class PairTallyDataset(ListedSplitDataset):
         return len(self._ann[image_id]["points"])
 
     def load(self, image_id: str) -> ImageItem:
-        with Image.open(self.image_dir / image_id) as img:
-            image = np.asarray(img.convert("RGB"), dtype=np.uint8)
+        image = decode_image(self.image_dir / image_id)
         pos, neg = self._pair(image_id)
         ann = self._ann[image_id]
         points = {pos: np.asarray(ann["points"], np.float64).reshape(-1, 2),
                   neg: np.asarray(ann["negative_points"], np.float64).reshape(-1, 2)}
+        check_points(points, image.shape[:2], image_id)
         return ImageItem(image_id=image_id, image=image, points=points, class_name=pos)
 
 

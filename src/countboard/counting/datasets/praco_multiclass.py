@@ -24,6 +24,7 @@ import numpy as np
 from PIL import Image
 
 from countboard.counting.datasets.fsc147 import ListedSplitDataset
+from countboard.decode import check_points, decode_image
 from countboard.errors import ConfigError, DataNotFoundError
 from countboard.items import ImageItem
 
@@ -123,9 +124,10 @@ class PracoMulticlassDataset(ListedSplitDataset):
         return {c: pts[names == c] for c in dict.fromkeys(names.tolist())}
 
     def load(self, image_id: str) -> ImageItem:
-        with Image.open(self.image_dir / image_id) as img:
-            image = np.asarray(img.convert("RGB"), dtype=np.uint8)
-        return ImageItem(image_id=image_id, image=image, points=self._points(image_id),
+        image = decode_image(self.image_dir / image_id)
+        points = self._points(image_id)
+        check_points(points, image.shape[:2], image_id)
+        return ImageItem(image_id=image_id, image=image, points=points,
                          class_name=self.class_of(image_id))
 
 

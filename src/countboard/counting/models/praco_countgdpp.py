@@ -115,12 +115,13 @@ class CountGDPlusPlusCalls:
         """The synthetic exemplar image of ``image`` (RGB) and ``[its box]``, as ``benchmark.py`` passes them."""
         from PIL import Image
 
+        from countboard.decode import decode_image
+
         if image not in self.boxes:
             raise ValueError(f"CountGD++ has no synthetic exemplar for image {image!r} in "
                              f"{self.folder / 'generated_exemplars.json'}: {EXEMPLARS_HELP}")
         if image not in self._images:
-            with Image.open(self.folder / image) as im:
-                self._images[image] = im.convert("RGB")
+            self._images[image] = Image.fromarray(decode_image(self.folder / image))
         return self._images[image], [self.boxes[image]]
 
     def prompt(self, cls: str, image: str) -> Any:

@@ -176,7 +176,11 @@ def resolve_checkpoint(recipe: str, checkpoint: str | Path | None, data_dir: str
     if recipe not in RECIPES:
         raise ConfigError(f"model.recipe={recipe!r}: choose one of {', '.join(RECIPES)}")
     if checkpoint:
-        return Path(checkpoint)
+        path = Path(checkpoint).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"model.checkpoint={checkpoint}: the file does not exist; point it to a shapecount "
+                              f"checkpoint (`countboard train-counter --recipe {recipe}` writes one) or unset it")
+        return path
     searched = []
     if data_dir is not None:
         local = local_checkpoint_path(data_dir, recipe)
@@ -217,6 +221,16 @@ class ShapeCountCounter(Counter):
     operational_params = {k: "where the checkpoint is looked up on this machine"
                           for k in ("data_dir", "tracking_store", "tracking_uri")}
     path_params = ("checkpoint",)
+
+    @classmethod
+    def preflight(cls, node) -> None:
+        """The checkpoint (``model.checkpoint``, the local file, or a training run in the store) and the bundled
+        text encoder, before any run exists: a missing one is one line saying how to make it."""
+        from countboard.counting.models.text_encoder import minilm_dir
+
+        resolve_checkpoint(str(node.get("recipe", "aware")), node.get("checkpoint"), node.get("data_dir"),
+                           node.get("tracking_uri") or node.get("tracking_store"))
+        minilm_dir()
 
     def __init__(self, recipe: str = "aware", checkpoint: str | None = None, data_dir: str | None = None,
                  tracking_store: str | None = None, tracking_uri: str | None = None, prompt_batch_size: int = 64,

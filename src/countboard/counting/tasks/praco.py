@@ -257,27 +257,74 @@ class PracoNegative(Task):
                           tags={tg.PRACO_N_CLASSES: str(len(classes)), tg.BOOTSTRAP: bootstrap.describe()})
 
 
+#: The confusion figure shows at most this many classes (the most confused ones): its size, and the memory and time
+#: to draw it, do not grow with the split's class count.
+MAX_FIGURE_CLASSES = 40
+
+
+def class_confusion(counts: np.ndarray, gt: np.ndarray, pos_idx: np.ndarray, n_classes: int) -> np.ndarray:
+    """``(C, C)`` mean of count / ground truth over the images of each image class (rows) per prompted class
+    (columns); NaN where a class has no image with a defined ratio. Memory: the matrix and one pass over the counts.
+
+    Example:
+        >>> class_confusion(np.array([[4.0, 2.0], [1.0, 3.0], [2.0, 6.0]]), np.array([4.0, 3.0, 3.0]),
+        ...                 np.array([0, 1, 1]), 2).tolist()
+        [[1.0, 0.5], [0.5, 1.5]]
+    """
+    rel = counts / np.where(gt > 0, gt, np.nan)[:, None]
+    defined = np.isfinite(rel)
+    sums, seen = np.zeros((n_classes, counts.shape[1])), np.zeros((n_classes, counts.shape[1]))
+    np.add.at(sums, pos_idx, np.where(defined, rel, 0.0))
+    np.add.at(seen, pos_idx, defined.astype(np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(seen > 0, sums / np.where(seen > 0, seen, 1.0), np.nan)
+
+
+def most_confused(mean: np.ndarray, k: int = MAX_FIGURE_CLASSES) -> np.ndarray:
+    """Indices (in class order) of the ``k`` classes with the largest confusion: the highest off-diagonal mean
+    count / ground truth in the class's row (its images prompted with another class) or column (other images
+    prompted with it). All classes when there are at most ``k``.
+
+    Example:
+        >>> m = np.array([[1.0, 0.0, 0.9], [0.1, 1.0, 0.0], [0.0, 0.0, 1.0]])
+        >>> most_confused(m, 2).tolist()
+        [0, 2]
+    """
+    c = len(mean)
+    if c <= k:
+        return np.arange(c)
+    off = np.where(np.eye(c, dtype=bool), np.nan, mean)
+    with np.errstate(all="ignore"):
+        rows = np.where(np.isfinite(off).any(axis=1), np.nanmax(np.where(np.isnan(off), -np.inf, off), axis=1), -1)
+        cols = np.where(np.isfinite(off).any(axis=0), np.nanmax(np.where(np.isnan(off), -np.inf, off), axis=0), -1)
+    score = np.maximum(rows, cols)
+    return np.sort(np.argsort(-score, kind="stable")[:k])
+
+
 def _matrix_figure(counts: np.ndarray, gt: np.ndarray, classes: list[str], pos_idx: np.ndarray) -> bytes:
-    """Counts per class averaged over the images of each class, divided by their ground truth (ideal: identity)."""
+    """Counts per class averaged over the images of each class, divided by their ground truth (ideal: identity);
+    beyond ``MAX_FIGURE_CLASSES`` classes only the most confused ones, as the title says."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rel = counts / np.where(gt > 0, gt, np.nan)[:, None]
-    mean = np.full((len(classes), len(classes)), np.nan)
-    for k in range(len(classes)):
-        rows = rel[pos_idx == k]
-        if len(rows):
-            mean[k] = np.nanmean(rows, axis=0) if np.isfinite(rows).any() else np.nan
-    fig, ax = plt.subplots(figsize=(1 + 0.45 * len(classes), 1 + 0.4 * len(classes)))
-    im = ax.imshow(mean, vmin=0, vmax=max(1.5, float(np.nanmax(mean)) if np.isfinite(mean).any() else 1.5),
-                   cmap="viridis")
-    ax.set_xticks(range(len(classes)), classes, rotation=90, fontsize=7)
-    ax.set_yticks(range(len(classes)), classes, fontsize=7)
+    full = class_confusion(counts, gt, pos_idx, len(classes))
+    shown = most_confused(full)
+    mean = full[np.ix_(shown, shown)]
+    names = [classes[i] for i in shown]
+    k = len(shown)
+    fig, ax = plt.subplots(figsize=(1 + 0.45 * k, 1 + 0.4 * k))
+    top = float(np.nanmax(mean)) if np.isfinite(mean).any() else 1.5
+    im = ax.imshow(mean, vmin=0, vmax=max(1.5, top), cmap="viridis")
+    ax.set_xticks(range(k), names, rotation=90, fontsize=7)
+    ax.set_yticks(range(k), names, fontsize=7)
     ax.set_xlabel("prompted class")
     ax.set_ylabel("image class")
-    ax.set_title("count / ground truth (mean per image class)", fontsize=8)
+    title = "count / ground truth (mean per image class)"
+    if k < len(classes):
+        title += f"\nthe {k} most confused of {len(classes):,} classes (largest off-diagonal value)"
+    ax.set_title(title, fontsize=8)
     fig.colorbar(im, ax=ax, fraction=0.046)
     return _png(fig)
 

@@ -29,6 +29,7 @@ import pandas as pd
 from PIL import Image
 
 from countboard.config import instantiate_node
+from countboard.decode import decode_image
 from countboard.errors import ConfigError
 from countboard.items import GeneratedImage, ImageItem
 from countboard.models.base import Generator, unparsed
@@ -306,7 +307,7 @@ class GeckoNumAutoEval(Task):
         points = {
             k: np.asarray(v, dtype=np.float64).reshape(-1, 2) for k, v in side.get("points", {}).items()
         }
-        return GeneratedImage(spec, seed, np.asarray(Image.open(path).convert("RGB")), side.get("drawn"),
+        return GeneratedImage(spec, seed, decode_image(path), side.get("drawn"),
                               {"points": points})  # fmt: skip
 
     def images(
