@@ -263,8 +263,11 @@ def test_a_metric_a_run_could_not_compute_is_shown_with_its_reason(monkeypatch, 
     at = open_page(monkeypatch, tmp_path / "index.duckdb", "views/counters.py", section="counters")
     assert not at.exception, [e.value for e in at.exception]
     notes = [c.value for c in at.caption if c.value.startswith("Not computed")]
-    assert notes == [f"Not computed (shown as —), with the reason: **{run.model}**: nmn: undefined (NaN) on the 4 "
-                     "units that succeeded"]
+    from countboard.escaping import md
+
+    # the model's name and the reason are store text: shown as typed (markdown-escaped), the name in bold
+    assert notes == [f"Not computed (shown as —), with the reason: **{md(run.model)}**: "
+                     f"{md('nmn: undefined (NaN) on the 4 units that succeeded')}"]
     runs = open_page(monkeypatch, tmp_path / "index.duckdb", "views/runs.py")
     table = runs.dataframe[0].value
     assert set(table["missing_metrics"]) == {"", "nmn: undefined (NaN) on the 4 units that succeeded"}

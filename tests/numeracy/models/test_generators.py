@@ -179,9 +179,13 @@ def test_a_killed_generation_resumes_at_the_next_image(tiny_sd_dir, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == -9, proc.stderr[-3000:]
-    assert [p.name for p in (tmp_path / "images").glob("*.png")] == [f"{image_id(0, 0)}.png"]
+    # killed at the first image written: the writer pool may have finished the other image of that batch too,
+    # never one of a later batch (batch_size=2), and every file there is whole
+    saved = sorted(p.stem for p in (tmp_path / "images").glob("*.png"))
+    assert image_id(0, 0) in saved or image_id(1, 0) in saved
+    assert set(saved) <= {image_id(0, 0), image_id(1, 0)}
     made = generate_into(str(tiny_sd_dir), str(tmp_path / "images"), 6)
-    assert made == [image_id(i, 0) for i in range(1, 6)]  # the saved image is read back, the others made
+    assert made == [image_id(i, 0) for i in range(6) if image_id(i, 0) not in saved]  # saved ones read back
     fresh = generate_into(str(tiny_sd_dir), str(tmp_path / "fresh"), 6)
     assert len(fresh) == 6
     for i in range(6):  # the resumed batches are [1, 2], [3, 4], [5], the fresh ones [0, 1], [2, 3], [4, 5]: the
