@@ -22,16 +22,7 @@ import torch
 
 def to_host(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
     """``tensors`` (on one device) as numpy arrays of their own dtypes, through one device-to-host copy."""
-    if not tensors:
-        return []
-    flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors]).cpu().numpy()
-    out, start = [], 0
-    for t in tensors:
-        n = t.numel()
-        dtype = np.bool_ if t.dtype == torch.bool else torch.empty((), dtype=t.dtype).numpy().dtype
-        out.append(flat[start:start + n].reshape(tuple(t.shape)).astype(dtype))
-        start += n
-    return out
+    return HostRead(tensors).result()
 
 
 class HostRead:
