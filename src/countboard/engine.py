@@ -156,27 +156,62 @@ def compute_units(task: Task, model: Any, dataset: Any, ctx: RunContext, cell: C
     bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=cell.name, disable=not ctx.progress,
                unit="unit", leave=False)
     chunks = [todo[start:start + every] for start in range(0, len(todo), every)]
+    pending: list[tuple[int, list[dict]]] = []  # a chunk's part computed, not yet in the store
+
+    def write_pending() -> None:
+        if not pending:
+            return
+        index, records = pending.pop()
+        progress.step = "writing a checkpoint"
+        checkpoints.write(cell.tracker, cell.run_id, index, records)
+        progress.step = None
+        progress.saved += len(records)
+        bar.update(len(records))
+
     with _input_stream(task, model, dataset, chunks, ctx, cell.cfg) as ctx.inputs:
-        for chunk in chunks:
-            if cell.lease is not None and cell.lease.lost.is_set():
-                raise LeaseLost(f"{cell.name}: another process took over run {cell.run_id} (this one was silent "
-                                "longer than lease_ttl_s); stopped without touching it")
-            progress.step = None
-            records = task.run_units(model, dataset, chunk, ctx)
-            _check_records(records, chunk, task)
-            records = check_outputs(records, task.model_outputs)  # a NaN or inf from the model fails its unit
-            progress.step = "writing a checkpoint"
-            checkpoints.write(cell.tracker, cell.run_id, next_part, records)
-            progress.saved += len(chunk)
-            frames.append(pd.DataFrame.from_records(records))
-            next_part += 1
-            bar.update(len(chunk))
+        try:
+            for chunk in chunks:
+                if cell.lease is not None and cell.lease.lost.is_set():
+                    raise LeaseLost(f"{cell.name}: another process took over run {cell.run_id} (this one was "
+                                    "silent longer than lease_ttl_s); stopped without touching it")
+                if task.writes_while_queued:
+                    ctx.on_queued = write_pending  # written once the task's device work is queued
+                else:
+                    write_pending()
+                progress.step = None
+                records = task.run_units(model, dataset, chunk, ctx)
+                ctx.on_queued = None
+                write_pending()  # the task queued no device work
+                _check_records(records, chunk, task)
+                records = check_outputs(records, task.model_outputs)  # a NaN or inf from the model fails its unit
+                pending.append((next_part, records))
+                frames.append(pd.DataFrame.from_records(records))
+                next_part += 1
+            write_pending()
+        except BaseException:
+            ctx.on_queued = None
+            _keep_pending(write_pending, pending, progress)
+            raise
     ctx.inputs = None
     bar.close()
     ok, failed = _split_records(frames)
     keep = set(units)
     return ok[ok["unit_id"].astype(str).isin(keep)].reset_index(drop=True), \
         failed[failed["unit_id"].astype(str).isin(keep)].reset_index(drop=True)
+
+
+def _keep_pending(write_pending, pending: list, progress: Progress) -> None:
+    """On the way out of a failed or stopped job: write the part computed but not yet written (a task that writes
+    while its device work is queued stopped before it queued any), so the job keeps every chunk it computed. The
+    job's own error is the one reported; a part that cannot be written either is logged."""
+    if not pending:
+        return
+    step = progress.step
+    try:
+        write_pending()
+    except Exception as exc:
+        log.debug("the last checkpoint part was not written either: %s", first_line(exc))
+    progress.step = step
 
 
 @contextlib.contextmanager

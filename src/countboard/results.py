@@ -53,11 +53,20 @@ class RunContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("countboard"))
     inputs: InputStream | None = None
     batching: Batching | None = None
+    on_queued: Any = None  # the engine's write of the previous units' checkpoint, run once by ``queued``
 
     def __post_init__(self) -> None:
         if self.batching is None:
             self.batching = Batching(self.batch_size, self.device)
         self.batch_size = self.batching.size
+
+    def queued(self) -> None:
+        """Say that this call's first device work is queued: the host work the engine has waiting (the previous
+        units' checkpoint) runs now, while the device computes. Only the first call of a ``run_units`` does
+        anything."""
+        pending, self.on_queued = self.on_queued, None
+        if pending is not None:
+            pending()
 
     def rng(self, *salt: int) -> np.random.Generator:
         """A generator seeded by the job's seed and ``salt`` (same salt, same stream)."""
@@ -117,6 +126,10 @@ class Task(ABC):
     ``node_kinds`` those of model nodes inside its own config (``{"evaluator": ("counter",)}``). A classmethod
     ``preflight(node)``, where a task has one, checks its resolved config node before any run exists (raising
     ``ConfigError``), as a model's does.
+
+    ``writes_while_queued``: the task calls ``ctx.queued()`` in ``run_units`` once it has queued its first device
+    work, and the engine writes the previous units' checkpoint then, while the device computes (otherwise the
+    checkpoint is written before ``run_units`` is called).
     """
 
     name: str = ""
@@ -128,6 +141,7 @@ class Task(ABC):
     operational_params: dict[str, str] = {}
     path_params: tuple[str, ...] = ()
     protocol_defaults: dict[str, Any] = {}
+    writes_while_queued: bool = False
 
     @abstractmethod
     def units(self, model: Any, dataset: Any, ctx: RunContext) -> Sequence[str]:

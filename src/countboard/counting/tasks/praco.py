@@ -138,6 +138,7 @@ def prompt_every_class(model: Any, dataset: Any, unit_ids: Sequence[str], classe
                 read = counts_later(model, [f for f in features for _ in classes], list(classes) * len(chunk))
             except Exception:  # found again image by image, so that one bad image fails alone
                 read = None
+        ctx.queued()  # the device has work: the engine writes the previous units' checkpoint meanwhile
         if pending is not None:
             _record_batch(model, *pending, classes, record, with_maps, records)
         pending = (chunk, features, read)
@@ -206,6 +207,7 @@ class PracoNegative(Task):
     model_kinds = ("counter",)
     dataset_kinds = ("counting",)
     model_outputs = ("counts", "pos_count", "neg_mean")
+    writes_while_queued = True  # prompt_every_class says when the device has work
 
     def __init__(self, classes: Sequence[str] | None = None, official_rounding: bool = False):
         self.classes = list(classes) if classes is not None else None

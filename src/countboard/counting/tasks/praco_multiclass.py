@@ -59,6 +59,7 @@ class PracoMulticlass(Task):
     model_kinds = ("counter",)
     dataset_kinds = ("multiclass_counting",)
     model_outputs = ("counts", SUMS_FIELD)
+    writes_while_queued = True  # prompt_every_class says when the device has work
 
     operational_params = {"keep_maps": "whether the predicted maps are saved as well"}
 
