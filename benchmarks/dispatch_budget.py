@@ -106,7 +106,8 @@ def images(n_per_class: int, size: tuple[int, int] = (96, 128)) -> list[ImageIte
 
 
 class _Context:
-    """What ``prompt_every_class`` reads of a job: its loader and its batching."""
+    """What ``prompt_every_class`` reads of a job: its loader, its batching and ``queued`` (no checkpoint waits
+    here)."""
 
     def __init__(self, items: list[ImageItem], batch_size: int):
         self._items = {it.image_id: it for it in items}
@@ -117,6 +118,9 @@ class _Context:
 
     def batches(self, items, fn):
         return self.batching.batches(items, fn)
+
+    def queued(self) -> None:
+        pass
 
 
 def count_cell(model, n_per_class: int, precision: str, batch_size: int) -> Figures:

@@ -128,7 +128,8 @@ def build_shapecount(tmp: Path, data_dir: Path, classes: list[str], device: str 
 
 
 class _Job:
-    """What ``prompt_every_class`` reads of a job: its loader (the items themselves) and fixed-size batches."""
+    """What ``prompt_every_class`` reads of a job: its loader (the items themselves), fixed-size batches, and
+    ``queued`` (no checkpoint waits here)."""
 
     def __init__(self, items, batch_size: int):
         from countboard.batching import Batching
@@ -140,6 +141,9 @@ class _Job:
 
     def batches(self, items, fn):
         return self.batching.batches(items, fn)
+
+    def queued(self):
+        pass
 
 
 def run_cached(counter: Counter, items, classes, batch_size: int) -> np.ndarray:
