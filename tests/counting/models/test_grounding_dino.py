@@ -189,3 +189,15 @@ def test_pairs_of_several_images_per_call_give_each_image_alone(counter, make_it
     for m, r in zip(maps, ref_maps, strict=True):
         np.testing.assert_array_equal(m, r)
     np.testing.assert_array_equal(counter.decode_counts(features, prompts), [float(m.sum()) for m in ref_maps])
+
+
+def test_calls_are_bounded_by_the_element_budget_but_hold_prompt_batch_size_pairs(counter, make_items, monkeypatch):
+    from countboard.counting.models import grounding_dino
+
+    feats = counter.encode_images(make_items(4, seed=16, sizes=((40, 64),)))
+    features, prompts = [f for f in feats for _ in PROMPTS], PROMPTS * len(feats)
+    assert [len(c) for c in counter._calls(features, prompts)] == [8, 4]  # two token lengths, every image
+    monkeypatch.setattr(grounding_dino, "FUSION_ELEMENTS", 1)
+    calls = counter._calls(features, prompts)
+    assert [len(c) for c in calls] == [3, 3, 2, 3, 1]  # prompt_batch_size pairs per call at least
+    assert sorted(i for c in calls for i in c) == list(range(len(prompts)))

@@ -74,8 +74,9 @@ class CachedBackbone(nn.Module):
         return maps, positions
 
 
-#: Elements of the fusion encoder's largest activations (pairs x image tokens x per-token width) in one call.
-FUSION_ELEMENTS = 2**27
+#: Elements of the fusion encoder's largest activations (pairs x image tokens x per-token width) in one call; a
+#: call holds at least ``prompt_batch_size`` pairs whatever their size (one image's prompts per call before).
+FUSION_ELEMENTS = 2**28
 
 #: ``model_type`` values of the checkpoints this counter runs (the Auto classes would load other detectors too).
 DINO_MODEL_TYPES = ("grounding-dino", "mm-grounding-dino")
@@ -121,9 +122,10 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
             raise ConfigError(f"model.model_id {model_id!r} is a {model_type!r} checkpoint, not one of "
                               f"{list(DINO_MODEL_TYPES)}; choose the model option made for it (docs/counters.md)")
         cfg = self.model.config
-        # per image token: the encoder's residual, value, offsets and FFN, and its image-to-text attention
-        self._token_width = (4 * cfg.d_model + cfg.encoder_ffn_dim
-                             + cfg.encoder_attention_heads * cfg.max_text_len)
+        # per image token: the encoder's residual, value, offsets and FFN (its image-to-text attention adds the
+        # heads times the prompt's tokens)
+        self._token_width = 4 * cfg.d_model + cfg.encoder_ffn_dim
+        self._heads = cfg.encoder_attention_heads
         self._lengths: dict[str, int] = {}
         self._backbone = CachedBackbone(self.model.model.backbone)
         self.model.model.backbone = self._backbone
@@ -185,7 +187,7 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
     def _calls(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]) -> list[list[int]]:
         """Pair indices of each fusion-encoder/decoder call: pairs of the same pixel size and the same prompt token
         length, over any images, at most ``prompt_batch_size`` distinct prompts per call, in calls of at most
-        ``FUSION_ELEMENTS`` activations.
+        ``FUSION_ELEMENTS`` activations (or ``prompt_batch_size`` pairs, where those are more).
 
         Padding would change the model's phrase masks (a phrase closed by [SEP] counts only when [SEP] is the last
         token), so prompts are batched only with prompts of the same length.
@@ -198,9 +200,11 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
             chunk = names.setdefault(p, len(names)) // self.prompt_batch_size
             groups.setdefault((*shape, chunk), []).append(i)
         out = []
-        for idx in groups.values():
+        for key, idx in groups.items():
             tokens = sum(int(m.shape[-2]) * int(m.shape[-1]) for m, _ in features[idx[0]].maps)
-            out.extend(idx[part] for part in element_calls(len(idx), tokens * self._token_width, FUSION_ELEMENTS))
+            pair = tokens * (self._token_width + self._heads * key[1])
+            budget = max(FUSION_ELEMENTS, pair * self.prompt_batch_size)
+            out.extend(idx[part] for part in element_calls(len(idx), pair, budget))
         return out
 
     @device_step
