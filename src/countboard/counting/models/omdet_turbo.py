@@ -22,6 +22,7 @@ to the PIL backend's bit for bit; torchvision's resize, where the processor uses
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -45,7 +46,6 @@ from countboard.models.device_batch import (
 from countboard.models.hf_loading import load_pretrained
 from countboard.models.preprocess import grounding_dino_pixel_values
 from countboard.models.transfer import to_device
-
 
 #: Elements of the decoder's largest activations (pairs x queries x per-query width) in one call.
 DECODER_ELEMENTS = 2**27
