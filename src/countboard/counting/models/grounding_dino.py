@@ -75,7 +75,7 @@ class CachedBackbone(nn.Module):
 
 
 #: Elements of the fusion encoder's largest activations (pairs x image tokens x per-token width) in one call; a
-#: call holds at least ``prompt_batch_size`` pairs whatever their size (one image's prompts per call before).
+#: call holds at least ``prompt_batch_size`` pairs whatever their size (one image's prompts: a call known to fit).
 FUSION_ELEMENTS = 2**28
 
 #: ``model_type`` values of the checkpoints this counter runs (the Auto classes would load other detectors too).
