@@ -3,7 +3,9 @@
 A GPU idles when the host cannot launch kernels as fast as the GPU runs them; how many kernels a counter asks for is
 a number a CPU counts exactly, under any load (``countboard.models.kernel_count``). Each counter is built with the
 depth of its hub checkpoint and a tiny width, random weights, offline (OWLv2-base: 12 vision + 12 text layers at
-64 px; CLIPSeg rd64: 12 + 12 layers, extract layers 3/6/9, at 352 px), and runs the negative-label test's own code
+64 px; CLIPSeg rd64: 12 + 12 layers, extract layers 3/6/9, at 352 px; grounding-dino-tiny: Swin-T, a 12-layer
+BERT, 6 + 6 fusion-encoder and decoder layers, 64-96 px; omdet-turbo-swin-tiny: Swin-T, a 12-layer CLIP text
+tower, 1 encoder + 6 decoder layers, 64 px), and runs the negative-label test's own code
 (``counting.tasks.praco.prompt_every_class``: each batch encoded once, every (image, class) pair of the batch in one
 ``decode_counts`` call) over synthetic-shapes-like images of its 8 classes, ``--batch-size`` images per batch, in
 ``fp32`` and ``bf16`` (``models.precision.numerics``, as a sweep job runs). The figure is the marginal count between
@@ -14,6 +16,7 @@ Printed per counter and precision: kernels, casts, fills and host syncs per imag
 (``BUDGETS``; ``tests/models/test_dispatch_budget.py`` fails when a counter grows past it).
 
     python benchmarks/dispatch_budget.py                 # owlv2 and clipseg, fp32 and bf16
+    python benchmarks/dispatch_budget.py --counters grounding_dino,omdet_turbo
     python benchmarks/dispatch_budget.py --json out.json
 """
 
@@ -36,9 +39,11 @@ from countboard.models.kernel_count import Figures, KernelCount, per_pair_margin
 from countboard.models.precision import numerics
 
 #: Kernels per image (8 pairs) each counter may dispatch in fp32 in the task's code (measured 4.1 and 11.0: about
-#: twice that, so that an image's or a pair's own loop coming back fails); bf16 may cost ``BF16_OVER_FP32`` times
-#: that. A whole sweep process adds about 12 per image around the counter (docs/benchmarks.md).
-BUDGETS = {"owlv2": 8.0, "clipseg": 22.0}
+#: twice that, so that an image's or a pair's own loop coming back fails; Grounding DINO 446 and OmDet-Turbo 37.4,
+#: with a little headroom: DINO's Swin backbone, one image per call by design, is most of its figure, and its
+#: per-image head loop coming back would add about 1800); bf16 may cost ``BF16_OVER_FP32`` times that. A whole sweep
+#: process adds about 12 per image around the counter (docs/benchmarks.md).
+BUDGETS = {"owlv2": 8.0, "clipseg": 22.0, "grounding_dino": 500.0, "omdet_turbo": 45.0}
 BF16_OVER_FP32 = 1.25
 CLASSES = ["red circles", "blue squares", "green triangles", "yellow stars", "purple crosses", "orange rings",
            "cyan diamonds", "pink hexagons"]
@@ -83,7 +88,77 @@ def build_clipseg(path: Path) -> Path:
     return path
 
 
-BUILDERS = {"owlv2": build_owlv2, "clipseg": build_clipseg}
+def _swin(depths: list[int]) -> dict:
+    """A Swin-T backbone's depth (4 stages, ``depths`` blocks) at 8 wide, patch 4, window 4."""
+    return dict(image_size=64, patch_size=4, embed_dim=8, depths=depths, num_heads=[1, 1, 1, 1], window_size=4,
+                out_indices=[2, 3, 4])
+
+
+def bert_tokenizer(path: Path):
+    """A word-piece BERT tokenizer whose vocabulary holds the classes' words (each class two tokens, as in
+    ``bert-base-uncased``) at ``bert-base-uncased``'s special ids (Grounding DINO finds phrases by them)."""
+    from transformers import BertTokenizer
+
+    vocab = [f"[unused{i}]" for i in range(1030)]
+    vocab[0], vocab[100], vocab[101], vocab[102], vocab[103], vocab[1012] = \
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."
+    words = sorted({w for c in CLASSES for w in c.split()})
+    vocab[200:200 + len(words)] = words
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    return BertTokenizer(vocab_file=str(path / "vocab.txt"))
+
+
+def build_grounding_dino(path: Path) -> Path:
+    """Grounding DINO at grounding-dino-tiny's depth (Swin-T 2/2/6/2 blocks, a 12-layer BERT, 6 fusion-encoder and
+    6 decoder layers, 4 feature levels), 8 to 32 wide, 64-96 px processor, seeded random weights."""
+    from transformers import (
+        GroundingDinoConfig,
+        GroundingDinoForObjectDetection,
+        GroundingDinoImageProcessor,
+        GroundingDinoProcessor,
+        SwinConfig,
+    )
+
+    tok = bert_tokenizer(path)
+    torch.manual_seed(0)
+    cfg = GroundingDinoConfig(
+        backbone_config=SwinConfig(**_swin([2, 2, 6, 2])), use_timm_backbone=False, use_pretrained_backbone=False,
+        text_config=dict(model_type="bert", vocab_size=len(tok), hidden_size=16, num_hidden_layers=12,
+                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64),
+        d_model=32, encoder_layers=6, decoder_layers=6, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        encoder_attention_heads=2, decoder_attention_heads=2, num_queries=20, num_feature_levels=4,
+        encoder_n_points=1, decoder_n_points=1, max_text_len=32)
+    GroundingDinoForObjectDetection(cfg).save_pretrained(path)
+    GroundingDinoProcessor(image_processor=GroundingDinoImageProcessor(
+        size={"shortest_edge": 64, "longest_edge": 96}), tokenizer=tok).save_pretrained(path)
+    return path
+
+
+def build_omdet_turbo(path: Path) -> Path:
+    """OmDet-Turbo at omdet-turbo-swin-tiny's depth (Swin-T 2/2/6/2 blocks, a 12-layer CLIP text tower, one
+    hybrid-encoder layer, 6 decoder layers), 8 to 32 wide, 64 px, seeded random weights."""
+    from transformers import DetrImageProcessorPil, OmDetTurboConfig, OmDetTurboForObjectDetection, SwinConfig
+
+    tok = byte_level_clip_tokenizer()
+    torch.manual_seed(0)
+    cfg = OmDetTurboConfig(
+        backbone_config=SwinConfig(**_swin([2, 2, 6, 2])), text_config=dict(
+            _text(tok, 12, 77), model_type="clip_text_model", hidden_size=24),
+        image_size=64, apply_layernorm_after_vision_backbone=False, text_projection_in_dim=24,
+        text_projection_out_dim=24, class_embed_dim=24, task_encoder_hidden_dim=32, num_queries=20,
+        encoder_hidden_dim=16, vision_features_channels=[16, 16, 16], encoder_in_channels=[16, 32, 64],
+        encoder_layers=1, encoder_attention_heads=2, encoder_dim_feedforward=32, decoder_hidden_dim=16,
+        decoder_num_heads=2, decoder_num_layers=6, decoder_dim_feedforward=32, decoder_num_points=1,
+        disable_custom_kernels=True)
+    OmDetTurboForObjectDetection(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    DetrImageProcessorPil(size={"height": 64, "width": 64}).save_pretrained(path)
+    return path
+
+
+BUILDERS = {"owlv2": build_owlv2, "clipseg": build_clipseg, "grounding_dino": build_grounding_dino,
+            "omdet_turbo": build_omdet_turbo}
 
 
 def counter(name: str, folder: Path):

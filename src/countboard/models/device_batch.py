@@ -185,6 +185,44 @@ def pair_rows(features: Sequence[ImageRef]) -> PairRows:
     return PairRows(stacked, to_device(host, device, torch.long), host, [tuple(f.size) for f in features], offset)
 
 
+def object_rows(features: Sequence[Any], tensors: Callable[[Any], dict[str, torch.Tensor]]) -> PairRows:
+    """:func:`pair_rows` of per-image feature objects that each hold their own ``(1, ...)`` tensors (a counter
+    whose encoder must run one image per call): ``tensors(f)`` of the distinct objects (by identity, in order of
+    first appearance) stacked once as one :class:`EncodedImages`, each pair's row pointing at its object's.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> a = SimpleNamespace(x=torch.zeros(1, 2), size=(4, 4))
+        >>> b = SimpleNamespace(x=torch.ones(1, 2), size=(5, 5))
+        >>> rows = object_rows([b, a, b], lambda f: {"x": f.x})
+        >>> rows.host_rows, rows.images, rows.tensor("x")[:, 0].tolist()
+        ([0, 1, 0], 2, [1.0, 0.0, 1.0])
+    """
+    index: dict[int, int] = {}
+    objects: list[Any] = []
+    for f in features:
+        if id(f) not in index:
+            index[id(f)] = len(objects)
+            objects.append(f)
+    parts = [tensors(f) for f in objects]
+    stacked = parts[0] if len(parts) == 1 else {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    refs = EncodedImages(stacked, [tuple(f.size) for f in objects]).refs()
+    return pair_rows([refs[index[id(f)]] for f in features])
+
+
+def element_calls(n_pairs: int, pair_elements: int, budget: int) -> Iterator[slice]:
+    """Consecutive slices of ``n_pairs`` pairs, each at most ``budget`` elements of ``pair_elements`` each (at
+    least one pair per call): how a counter's head over stacked pairs is cut to bound its memory.
+
+    Example:
+        >>> list(element_calls(5, 10, 25))
+        [slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)]
+    """
+    per_call = max(1, int(budget) // max(int(pair_elements), 1))
+    for start in range(0, int(n_pairs), per_call):
+        yield slice(start, min(start + per_call, int(n_pairs)))
+
+
 def encode_in_calls(items: Sequence[Any], per_call: int,
                     encode: Callable[[Sequence[Any]], dict[str, torch.Tensor]]) -> list[ImageRef]:
     """``encode`` of consecutive runs of ``per_call`` items; one :class:`ImageRef` per item, in order."""

@@ -163,3 +163,41 @@ def test_bf16_autocast_gives_float32_maps_with_whole_counts(counter, make_items)
     assert [(m.shape, m.dtype) for m in maps] == [(it.size, np.float32) for it in items]
     counts = np.array([m.sum() for m in maps])
     np.testing.assert_array_equal(counts, np.round(counts))
+
+
+def test_pairs_of_several_images_per_call_give_each_image_alone(counter, make_items):
+    """The fusion encoder and decoder over the pairs of several images per call (same pixel size and prompt length)
+    give every pair's counts and maps exactly as a call of its image's prompts alone (the per-image head), and its
+    scores and boxes within float rounding (matrix products over more rows round differently, about 1e-7)."""
+    # two images of each of two sizes (a square image's last level is 1 x 1: one prompt alone fails GroupNorm)
+    items = make_items(4, seed=15, sizes=((40, 64), (64, 48)))
+    feats = counter.encode_images(items)
+    pairs = [(i, p) for i in range(len(items)) for p in PROMPTS]
+    features, prompts = [feats[i] for i, _ in pairs], [p for _, p in pairs]
+    calls = counter._calls(features, prompts)
+    per_image = sum(len(counter._calls([f] * len(PROMPTS), PROMPTS)) for f in feats)
+    assert len(calls) == per_image // 2 and max(len({pairs[k][0] for k in idx}) for idx in calls) == 2
+    found = counter.detect(features, prompts)
+    alone = [d for i in range(len(items)) for d in counter.detect([feats[i]] * len(PROMPTS), PROMPTS)]
+    for (boxes, scores), (ref_boxes, ref_scores) in zip(found, alone, strict=True):
+        assert len(scores) == len(ref_scores)
+        np.testing.assert_allclose(scores, ref_scores, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(boxes, ref_boxes, rtol=0, atol=1e-4)
+    assert sum(len(s) for _, s in found) > 0
+    maps = counter.decode(features, prompts)
+    ref_maps = [m for i in range(len(items)) for m in counter.decode([feats[i]] * len(PROMPTS), PROMPTS)]
+    for m, r in zip(maps, ref_maps, strict=True):
+        np.testing.assert_array_equal(m, r)
+    np.testing.assert_array_equal(counter.decode_counts(features, prompts), [float(m.sum()) for m in ref_maps])
+
+
+def test_calls_are_bounded_by_the_element_budget_but_hold_prompt_batch_size_pairs(counter, make_items, monkeypatch):
+    from countboard.counting.models import grounding_dino
+
+    feats = counter.encode_images(make_items(4, seed=16, sizes=((40, 64),)))
+    features, prompts = [f for f in feats for _ in PROMPTS], PROMPTS * len(feats)
+    assert [len(c) for c in counter._calls(features, prompts)] == [8, 4]  # two token lengths, every image
+    monkeypatch.setattr(grounding_dino, "FUSION_ELEMENTS", 1)
+    calls = counter._calls(features, prompts)
+    assert [len(c) for c in calls] == [3, 3, 2, 3, 1]  # prompt_batch_size pairs per call at least
+    assert sorted(i for c in calls for i in c) == list(range(len(prompts)))

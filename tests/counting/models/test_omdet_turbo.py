@@ -156,3 +156,29 @@ def test_reduce_maps_reads_the_density_maps_sums(counter, make_items):
     maps = counter.density(pairs_items, pairs_prompts)
     assert [[float(a), float(b)] for a, b in reduced] == [[float(m.sum()), float(m[: m.shape[0] // 2].sum())]
                                                           for m in maps]
+
+
+def test_pairs_of_several_images_per_call_give_each_image_alone(counter, make_items):
+    """The decoder over the pairs of several images per call gives every pair's counts and maps exactly as a call
+    of its image's prompts alone (the per-image head), and its scores and boxes within float rounding (matrix
+    products over more rows round differently)."""
+    items = make_items(4, seed=35)
+    feats = counter.encode_images(items)
+    pairs = [(i, p) for i in range(len(items)) for p in PROMPTS]
+    features, prompts = [feats[i] for i, _ in pairs], [p for _, p in pairs]
+    calls = counter._calls(prompts)
+    per_image = len(items) * len(counter._calls(PROMPTS))
+    assert len(calls) * len(items) == per_image and all(len({pairs[k][0] for k in idx}) == 4 for idx in calls)
+    found = counter.detect(features, prompts)
+    alone = [d for f in feats for d in counter.detect([f] * len(PROMPTS), PROMPTS)]
+    for (boxes, scores), (ref_boxes, ref_scores) in zip(found, alone, strict=True):
+        assert len(scores) == len(ref_scores)
+        np.testing.assert_allclose(scores, ref_scores, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(boxes, ref_boxes, rtol=0, atol=1e-4)
+    maps = counter.decode(features, prompts)
+    ref_maps = [m for f in feats for m in counter.decode([f] * len(PROMPTS), PROMPTS)]
+    for m, r in zip(maps, ref_maps, strict=True):
+        np.testing.assert_array_equal(m, r)
+    counts = counter.decode_counts(features, prompts)
+    np.testing.assert_array_equal(counts, [float(m.sum()) for m in ref_maps])
+    assert 0 < counts.sum() < 20 * len(pairs)

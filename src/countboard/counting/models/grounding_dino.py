@@ -9,8 +9,10 @@ Grounding DINO fuses text and image features in its encoder, so only the image b
 embeddings) is prompt-independent. ``encode_images`` resizes and normalises the images on the model's device
 (``countboard.models.preprocess.grounding_dino_pixel_values``, equal to the processor's bit for bit; images of
 the same size as one batch) and runs that backbone once per image; ``decode`` runs the
-fusion encoder and the decoder for all prompts of an image in one batch, with the cached backbone output
-broadcast over the batch (the model's own backbone module is wrapped so its forward returns the cache).
+fusion encoder and the decoder over the pairs of many images per call (pairs of one pixel size and one prompt
+token length; ``_calls``), each pair's cached backbone output gathered by row (``device_batch.object_rows``; the
+model's own backbone module is wrapped so its forward returns the cache). Each pair's row is computed as it would
+be alone, so which pairs share a call does not change a count (``tests/counting/models/test_grounding_dino.py``).
 
 Each prompt is queried alone (``"<prompt>."``), never together with other class names: Grounding DINO assigns
 each box to the best-matching phrase, so prompting several classes at once would tell it which classes compete
@@ -33,11 +35,10 @@ import torch
 from torch import nn
 
 from countboard.counting.models.detect_count import DetectionDecoding, boxes_from_cxcywh, fetch_selected
-from countboard.counting.models.prompt_batching import group_by_image
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
-from countboard.models.device_batch import device_step
+from countboard.models.device_batch import device_step, element_calls, object_rows
 from countboard.models.hf_loading import load_processor_and_model
 from countboard.models.preprocess import by_size, grounding_dino_pixel_values
 from countboard.models.transfer import to_device
@@ -54,12 +55,13 @@ class DinoImageFeatures:
 
 
 class CachedBackbone(nn.Module):
-    """Wraps ``GroundingDinoModel.backbone``: returns ``cached`` (broadcast to the batch) when it is set."""
+    """Wraps ``GroundingDinoModel.backbone``: returns ``cached`` (the feature maps with their masks, and the position
+    embeddings, one row per pair of the call) when it is set."""
 
     def __init__(self, backbone: nn.Module):
         super().__init__()
         self.inner = backbone
-        self.cached: DinoImageFeatures | None = None
+        self.cached: tuple[list[tuple[torch.Tensor, torch.Tensor]], list[torch.Tensor]] | None = None
 
     @property
     def position_embedding(self) -> nn.Module:
@@ -68,10 +70,13 @@ class CachedBackbone(nn.Module):
     def forward(self, pixel_values: torch.Tensor, pixel_mask: torch.Tensor):
         if self.cached is None:
             return self.inner(pixel_values, pixel_mask)
-        b = pixel_values.shape[0]
-        maps = [(f.expand(b, *f.shape[1:]), m.expand(b, *m.shape[1:])) for f, m in self.cached.maps]
-        return maps, [p.expand(b, *p.shape[1:]) for p in self.cached.positions]
+        maps, positions = self.cached
+        return maps, positions
 
+
+#: Elements of the fusion encoder's largest activations (pairs x image tokens x per-token width) in one call; a
+#: call holds at least ``prompt_batch_size`` pairs whatever their size (one image's prompts: a call known to fit).
+FUSION_ELEMENTS = 2**28
 
 #: ``model_type`` values of the checkpoints this counter runs (the Auto classes would load other detectors too).
 DINO_MODEL_TYPES = ("grounding-dino", "mm-grounding-dino")
@@ -86,7 +91,8 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
         text_threshold: A counted detection has a token probability above it (the box carries the prompt's label).
         nms_iou: IoU above which overlapping detections are merged (``1.0`` disables NMS).
         prompt_template: Format string applied to each (lower-cased) prompt; Grounding DINO expects a final ``.``.
-        prompt_batch_size: Prompts per fusion-encoder/decoder batch.
+        prompt_batch_size: Distinct prompts per fusion-encoder/decoder call (a call covers their pairs over every
+            image of one pixel size, within ``FUSION_ELEMENTS``).
         device: ``"cpu"`` or ``"cuda"``.
 
     Example:
@@ -115,6 +121,12 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
         if model_type not in DINO_MODEL_TYPES:
             raise ConfigError(f"model.model_id {model_id!r} is a {model_type!r} checkpoint, not one of "
                               f"{list(DINO_MODEL_TYPES)}; choose the model option made for it (docs/counters.md)")
+        cfg = self.model.config
+        # per image token: the encoder's residual, value, offsets and FFN (its image-to-text attention adds the
+        # heads times the prompt's tokens)
+        self._token_width = 4 * cfg.d_model + cfg.encoder_ffn_dim
+        self._heads = cfg.encoder_attention_heads
+        self._lengths: dict[str, int] = {}
         self._backbone = CachedBackbone(self.model.model.backbone)
         self.model.model.backbone = self._backbone
 
@@ -140,50 +152,85 @@ class GroundingDinoCounter(DetectionDecoding, Counter):
     @device_step
     def scores_and_boxes(self, feat: DinoImageFeatures, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Box scores ``(Q, N)`` and normalised ``(cx, cy, w, h)`` boxes ``(Q, N, 4)`` for one image's prompts (on
-        the device).
+        the device). The prompts must tokenize to the same length (see ``_calls``)."""
+        return self.pair_scores_and_boxes([feat] * len(prompts), prompts)
 
-        The prompts must tokenize to the same length (see ``_same_length_chunks``).
-        """
+    @device_step
+    def pair_scores_and_boxes(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Box scores ``(P, N)`` and normalised boxes ``(P, N, 4)`` of ``P`` pairs of any images of one pixel
+        size, in one fusion-encoder/decoder call: each pair's cached backbone output gathered by row
+        (``device_batch.object_rows``). The prompts must tokenize to the same length (see ``_calls``)."""
+        rows = object_rows(features, feature_tensors)
         texts = [self.prompt_template.format(p.lower().strip()) for p in prompts]
         tok = self.processor.tokenizer(texts, return_tensors="pt").to(self.device)
-        b = len(texts)
-        self._backbone.cached = feat
+        levels = len(features[0].maps)
+        self._backbone.cached = ([(rows.tensor(f"map{k}"), rows.tensor(f"mask{k}")) for k in range(levels)],
+                                 [rows.tensor(f"pos{k}") for k in range(len(features[0].positions))])
         try:
-            out = self.model(pixel_values=feat.pixel_values.expand(b, -1, -1, -1), input_ids=tok["input_ids"],
-                             attention_mask=tok["attention_mask"], token_type_ids=tok.get("token_type_ids"))
+            # the model reads only the shape of the pixels (the backbone's output is the cache)
+            pixels = features[0].pixel_values.expand(len(prompts), -1, -1, -1)
+            out = self.model(pixel_values=pixels, input_ids=tok["input_ids"], attention_mask=tok["attention_mask"],
+                             token_type_ids=tok.get("token_type_ids"))
         finally:
             self._backbone.cached = None
         scores = torch.sigmoid(out.logits.float()).max(dim=-1).values
         return scores, out.pred_boxes.float()
 
-    def _same_length_chunks(self, texts: list[str], idx: list[int]) -> list[list[int]]:
-        """Pair indices in chunks of prompts with the same token length.
+    def _token_length(self, prompt: str) -> int:
+        n = self._lengths.get(prompt)
+        if n is None:
+            n = self._lengths[prompt] = len(self.processor.tokenizer(
+                self.prompt_template.format(prompt.lower().strip()))["input_ids"])
+        return n
+
+    def _calls(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str]) -> list[list[int]]:
+        """Pair indices of each fusion-encoder/decoder call: pairs of the same pixel size and the same prompt token
+        length, over any images, at most ``prompt_batch_size`` distinct prompts per call, in calls of at most
+        ``FUSION_ELEMENTS`` activations (or ``prompt_batch_size`` pairs, where those are more).
 
         Padding would change the model's phrase masks (a phrase closed by [SEP] counts only when [SEP] is the last
         token), so prompts are batched only with prompts of the same length.
         """
-        by_len: dict[int, list[int]] = {}
-        for t, i in zip(texts, idx, strict=True):
-            n = len(self.processor.tokenizer(self.prompt_template.format(t.lower().strip()))["input_ids"])
-            by_len.setdefault(n, []).append(i)
-        return [group[k:k + self.prompt_batch_size] for group in by_len.values()
-                for k in range(0, len(group), self.prompt_batch_size)]
+        groups: dict[tuple, list[int]] = {}
+        seen: dict[tuple, dict[str, int]] = {}
+        for i, (f, p) in enumerate(zip(features, prompts, strict=True)):
+            shape = (tuple(f.pixel_values.shape[-2:]), self._token_length(p))
+            names = seen.setdefault(shape, {})
+            chunk = names.setdefault(p, len(names)) // self.prompt_batch_size
+            groups.setdefault((*shape, chunk), []).append(i)
+        out = []
+        for key, idx in groups.items():
+            tokens = sum(int(m.shape[-2]) * int(m.shape[-1]) for m, _ in features[idx[0]].maps)
+            pair = tokens * (self._token_width + self._heads * key[1])
+            budget = max(FUSION_ELEMENTS, pair * self.prompt_batch_size)
+            out.extend(idx[part] for part in element_calls(len(idx), pair, budget))
+        return out
 
     @device_step
     def _kept(self, features: Sequence[DinoImageFeatures], prompts: Sequence[str], fetch) -> list[np.ndarray]:
-        """Fusion encoder + decoder once per chunk of an image's prompts, over the cached backbone output; then
-        the selection of every pair at once on the device and ``fetch(boxes, scores, order, keep)`` read in one
-        transfer."""
+        """Fusion encoder + decoder over the pairs of several images per call (``_calls``), over the cached
+        backbone output; then the selection of every pair at once on the device and ``fetch(boxes, scores, order,
+        keep)`` read in one transfer."""
         check_one_prompt_each(features, prompts, "image features", "pair")
         threshold = max(self.box_threshold, self.text_threshold)
-        scores: list[torch.Tensor | None] = [None] * len(prompts)
-        boxes: list[torch.Tensor | None] = [None] * len(prompts)
-        for feat, idx in group_by_image(features):
-            for chunk in self._same_length_chunks([prompts[i] for i in idx], idx):
-                sc, bx = self.scores_and_boxes(feat, [prompts[i] for i in chunk])
-                for q, i in enumerate(chunk):
-                    scores[i], boxes[i] = sc[q], bx[q]
-        sizes = to_device([f.size for f in features], boxes[0].device, torch.float64)
-        pix = boxes_from_cxcywh(torch.stack(boxes), sizes[:, None, :])
-        score = torch.stack(scores)
+        calls = self._calls(features, prompts)
+        parts = [self.pair_scores_and_boxes([features[i] for i in idx], [prompts[i] for i in idx]) for idx in calls]
+        order = [i for idx in calls for i in idx]
+        score, boxes = torch.cat([sc for sc, _ in parts]), torch.cat([bx for _, bx in parts])
+        if order != list(range(len(order))):
+            back = to_device(np.argsort(order, kind="stable"), score.device, torch.long)
+            score, boxes = score.index_select(0, back), boxes.index_select(0, back)
+        sizes = to_device([f.size for f in features], boxes.device, torch.float64)
+        pix = boxes_from_cxcywh(boxes, sizes[:, None, :])
         return fetch_selected(pix, score, sizes, threshold, self.nms_iou, fetch)
+
+
+def feature_tensors(feat: DinoImageFeatures) -> dict[str, torch.Tensor]:
+    """One image's backbone output by name (``map<k>``, ``mask<k>``, ``pos<k>``), for ``object_rows``."""
+    out = {}
+    for k, (m, mask) in enumerate(feat.maps):
+        out[f"map{k}"], out[f"mask{k}"] = m, mask
+    for k, p in enumerate(feat.positions):
+        out[f"pos{k}"] = p
+    return out

@@ -1,8 +1,9 @@
 """OmDet-Turbo (real-time open-vocabulary detector) as a detect-then-count counter.
 
 OmDet-Turbo's image path (Swin backbone and hybrid encoder) does not see the text, so ``encode_images`` runs it
-once per image and keeps the encoder's multi-scale states; ``decode`` runs only the fusion decoder, for all prompts
-of an image in one batch over those states broadcast to the batch. The text side is cached as the model's own
+over the images in calls sized by the device and keeps the encoder's multi-scale states stacked
+(``models.device_batch``); ``decode`` runs only the fusion decoder, over the pairs of many images per call (pairs
+whose task has one token length), each pair's states gathered by row. The text side is cached as the model's own
 language cache does (class embedding and task features per prompt, computed once per distinct prompt), here keyed by
 the prompt string so that no lookup waits for the device.
 
@@ -21,28 +22,33 @@ to the PIL backend's bit for bit; torchvision's resize, where the processor uses
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from countboard.batching import CPU_ITEM_BYTES
 from countboard.counting.models.detect_count import DetectionDecoding, boxes_from_cxcywh, fetch_selected
-from countboard.counting.models.prompt_batching import EmbeddingCache, group_by_image
+from countboard.counting.models.prompt_batching import EmbeddingCache
 from countboard.errors import ConfigError
 from countboard.items import ImageItem
 from countboard.models.base import Counter, check_one_prompt_each
-from countboard.models.device_batch import check_setting, device_step, images_per_call
+from countboard.models.device_batch import (
+    ImageRef,
+    check_setting,
+    device_step,
+    distinct,
+    element_calls,
+    encode_in_calls,
+    images_per_call,
+    pair_rows,
+    runs,
+)
 from countboard.models.hf_loading import load_pretrained
 from countboard.models.preprocess import grounding_dino_pixel_values
 from countboard.models.transfer import to_device
 
-
-@dataclass
-class OmDetImageFeatures:
-    """The hybrid encoder's multi-scale states of one image (``(1, C, h, w)`` each, on the model's device)."""
-
-    states: list[torch.Tensor]
-    size: tuple[int, int]
+#: Elements of the decoder's largest activations (pairs x queries x per-query width) in one call.
+DECODER_ELEMENTS = 2**27
 
 
 class OmDetTurboCounter(DetectionDecoding, Counter):
@@ -54,7 +60,8 @@ class OmDetTurboCounter(DetectionDecoding, Counter):
         score_threshold: A counted detection's sigmoid class score is above it (strictly, as transformers).
         nms_iou: IoU above which overlapping detections are merged (``1.0`` disables NMS).
         task_template: The task sentence of a prompt (the processor's default for one class).
-        prompt_batch_size: Prompts per decoder batch.
+        prompt_batch_size: Distinct prompts per text-encoder call (the decoder runs over the pairs of many images
+            per call, within ``DECODER_ELEMENTS``).
         image_batch_size: Images per backbone and encoder batch in ``encode_images``.
         device: ``"cpu"`` or ``"cuda"``.
 
@@ -85,6 +92,9 @@ class OmDetTurboCounter(DetectionDecoding, Counter):
             raise ConfigError(f"model.model_id {model_id!r} is a {self.model.config.model_type!r} checkpoint, not "
                               f"'omdet-turbo'; choose the model option made for it (docs/counters.md)")
         self.model = self.model.to(device).eval()
+        cfg = self.model.config
+        # per query: the decoder's residual, attention and offsets, and its FFN
+        self._pair_elements = cfg.num_queries * (4 * cfg.decoder_hidden_dim + cfg.decoder_dim_feedforward)
         self._task_lengths: dict[str, int] = {}
         self._text = EmbeddingCache(self._embed_texts)
 
@@ -124,41 +134,59 @@ class OmDetTurboCounter(DetectionDecoding, Counter):
         return class_features, task_features, task_mask
 
     @device_step
-    def encode_images(self, items: Sequence[ImageItem]) -> list[OmDetImageFeatures]:
-        """Pixels on the device, then the backbone and the hybrid encoder once per image."""
-        feats: list[OmDetImageFeatures] = []
+    def encode_images(self, items: Sequence[ImageItem]) -> list[ImageRef]:
+        """Pixels on the device, then the backbone and the hybrid encoder over the images in calls sized by the
+        device (``models.device_batch``); each image keeps the encoder's multi-scale states ``state<k>``."""
         per_call = images_per_call(self.image_batch_size, self.device, len(items), CPU_ITEM_BYTES)
-        for start in range(0, len(items), per_call):
-            batch = items[start:start + per_call]
-            pixels, _ = grounding_dino_pixel_values([it.image for it in batch], self.image_processor, self.device)
-            encoded = self.model.encoder(self.model.vision_backbone(pixels), return_dict=True)
-            states = encoded.extracted_states
-            feats.extend(OmDetImageFeatures([s[k:k + 1] for s in states], it.size) for k, it in enumerate(batch))
-        return feats
+        return encode_in_calls(items, per_call, self._encode)
+
+    def _encode(self, batch: Sequence[ImageItem]) -> dict[str, torch.Tensor]:
+        pixels, _ = grounding_dino_pixel_values([it.image for it in batch], self.image_processor, self.device)
+        states = self.model.encoder(self.model.vision_backbone(pixels), return_dict=True).extracted_states
+        return {f"state{k}": s for k, s in enumerate(states)}
 
     @device_step
-    def scores_and_boxes(self, feat: OmDetImageFeatures, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    def scores_and_boxes(self, feat: ImageRef, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Query scores ``(Q, N)`` and normalised ``(cx, cy, w, h)`` boxes ``(Q, N, 4)`` of one image's prompts."""
+        return self.pair_scores_and_boxes([feat] * len(prompts), prompts)
+
+    @device_step
+    def pair_scores_and_boxes(self, features: Sequence[ImageRef], prompts: Sequence[str]
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query scores ``(P, N)`` and normalised boxes ``(P, N, 4)`` of ``P`` pairs of any images in one decoder
+        call, each pair's encoder states gathered by row (``device_batch.pair_rows``)."""
+        rows = pair_rows(features)
         class_features, task_features, task_mask = self._text_inputs(list(prompts))
-        b = len(prompts)
-        states = [s.expand(b, *s.shape[1:]) for s in feat.states]
+        states = [rows.tensor(f"state{k}") for k in range(len(rows.stacked))]
         out = self.model.decoder(states, class_features, task_features, task_mask, return_dict=True)
         scores = torch.sigmoid(out.decoder_classes[-1][..., 0].float())
         return scores, out.decoder_coords[-1].float()
 
+    def _calls(self, prompts: Sequence[str]) -> list[list[int]]:
+        """Pair indices of each decoder call: pairs whose task has the same token length (no padding: each pair's
+        task as the model takes it alone), over any images, in calls of at most ``DECODER_ELEMENTS`` activations.
+        Every distinct prompt is embedded first, ``prompt_batch_size`` per text-encoder call."""
+        names, _ = distinct(prompts)
+        for part in runs(names, self.prompt_batch_size):
+            self._text(list(part))
+        groups: dict[int, list[int]] = {}
+        for i, p in enumerate(prompts):
+            groups.setdefault(self._task_lengths[p], []).append(i)
+        return [idx[part] for idx in groups.values()
+                for part in element_calls(len(idx), self._pair_elements, DECODER_ELEMENTS)]
+
     @device_step
-    def _kept(self, features: Sequence[OmDetImageFeatures], prompts: Sequence[str], fetch):
-        """The decoder once per chunk of an image's prompts; then the selection of every pair at once on the device
-        and ``fetch(boxes, scores, order, keep)`` read in one transfer."""
+    def _kept(self, features: Sequence[ImageRef], prompts: Sequence[str], fetch):
+        """The decoder over the pairs of several images per call (``_calls``); then the selection of every pair at
+        once on the device and ``fetch(boxes, scores, order, keep)`` read in one transfer."""
         check_one_prompt_each(features, prompts, "image features", "pair")
-        scores: list[torch.Tensor | None] = [None] * len(prompts)
-        boxes: list[torch.Tensor | None] = [None] * len(prompts)
-        for feat, idx in group_by_image(features):
-            for k in range(0, len(idx), self.prompt_batch_size):
-                chunk = idx[k:k + self.prompt_batch_size]
-                sc, bx = self.scores_and_boxes(feat, [prompts[i] for i in chunk])
-                for q, i in enumerate(chunk):
-                    scores[i], boxes[i] = sc[q], bx[q]
-        sizes = to_device([f.size for f in features], boxes[0].device, torch.float64)
-        pix = boxes_from_cxcywh(torch.stack(boxes), sizes[:, None, :])
-        return fetch_selected(pix, torch.stack(scores), sizes, self.score_threshold, self.nms_iou, fetch)
+        calls = self._calls(prompts)
+        parts = [self.pair_scores_and_boxes([features[i] for i in idx], [prompts[i] for i in idx]) for idx in calls]
+        score, boxes = torch.cat([sc for sc, _ in parts]), torch.cat([bx for _, bx in parts])
+        order = [i for idx in calls for i in idx]
+        if order != list(range(len(order))):
+            back = to_device(np.argsort(order, kind="stable"), score.device, torch.long)
+            score, boxes = score.index_select(0, back), boxes.index_select(0, back)
+        sizes = to_device([f.size for f in features], boxes.device, torch.float64)
+        pix = boxes_from_cxcywh(boxes, sizes[:, None, :])
+        return fetch_selected(pix, score, sizes, self.score_threshold, self.nms_iou, fetch)
