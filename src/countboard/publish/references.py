@@ -68,22 +68,42 @@ def compare(table, schema) -> pd.DataFrame:
     source, the metric, the paper's value (in our unit), ours with its interval, the difference (ours − paper) and
     whether the paper's value lies outside our interval (for a mark: whether our value disagrees with it;
     ``paper_shown`` is the paper's value or mark as the pages print it)."""
+    return _match(table.family, table.dataset, table.split, table.context.get(tg.PROTOCOL_LABEL, DEFAULT_LABEL),
+                  table.context.get("task", ""), table.rows, schema)
+
+
+def compare_rows(family: str, rows: pd.DataFrame, schema) -> pd.DataFrame:
+    """``compare`` for the board's ranking rows (``model``, ``dataset``, ``split``, protocol and task columns,
+    several benchmarks mixed): each dataset × split × protocol × task matched as the site matches its tables."""
+    if rows.empty or "model" not in rows:
+        return pd.DataFrame()
+    keys = [c for c in ("dataset", "split", tg.PROTOCOL_LABEL, "task") if c in rows]
+    parts = []
+    for group, part in rows.groupby(keys, sort=False, dropna=False) if keys else [((), rows)]:
+        got = dict(zip(keys, group if isinstance(group, tuple) else (group,), strict=True))
+        text = {k: "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for k, v in got.items()}
+        parts.append(_match(family, text.get("dataset"), text.get("split"),
+                            text.get(tg.PROTOCOL_LABEL) or DEFAULT_LABEL, text.get("task", ""),
+                            part.reset_index(drop=True), schema))
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _match(family, dataset, split, protocol, task, rows: pd.DataFrame, schema) -> pd.DataFrame:
     refs = load()
-    refs = refs[(refs.family == table.family) & (refs.dataset == (table.dataset or ""))]
-    refs = refs[(refs.split == "") | (refs.split == (table.split or ""))]
-    protocol = table.context.get(tg.PROTOCOL_LABEL, DEFAULT_LABEL)
+    refs = refs[(refs.family == family) & (refs.dataset == (dataset or ""))]
+    refs = refs[(refs.split == "") | (refs.split == (split or ""))]
     refs = refs[refs.protocol == protocol]
-    task = table.context.get("task", "")
-    refs = refs[(refs.task == "") | (refs.task == task)]
+    refs = refs[(refs.task == "") | (refs.task == (task or ""))]
     if refs.empty:
         return pd.DataFrame()
-    by_model = {model_key(m): i for i, m in enumerate(table.rows.model)}
+    by_model = {model_key(m): i for i, m in enumerate(rows.model)}
     out = []
     for ref in refs.to_dict("records"):
         i = by_model.get(model_key(ref["model"]))
-        if i is None or ref["metric"] not in table.rows:
+        if i is None or ref["metric"] not in rows:
             continue
-        row = table.rows.iloc[i]
+        row = rows.iloc[i]
         ours = float(row[ref["metric"]]) if pd.notna(row[ref["metric"]]) else np.nan
         info = schema.metrics.get(ref["metric"])
         iv = info.interval if info else None
@@ -96,7 +116,7 @@ def compare(table, schema) -> pd.DataFrame:
             shown, difference = text.format(v=ref["expected"]), np.nan
             low = high = np.nan
             outside = bool(not np.isnan(ours) and not holds(ours, ref["expected"]))
-        out.append({"entry_id": row["entry_id"], "model": row["model"], "metric": ref["metric"],
+        out.append({"entry_id": row.get("entry_id", row.get("run_id")), "model": row["model"], "metric": ref["metric"],
                     "metric_display": info.display if info else ref["metric"], "paper": ref["paper"],
                     "source": f"{ref['table']}, row {ref['row']}, column {ref['column']}",
                     "paper_value": ref["expected"], "ours": ours, "low": low, "high": high,
