@@ -183,3 +183,39 @@ def test_csv_and_json_of_a_table():
     assert data["schema"] == machine.TABLE_SCHEMA and data["schema_version"] == machine.SCHEMA_VERSION
     assert data["rows"] == [{"model": "a", "v": 0.25, "ids": ["r1", "r2"]}, {"model": None, "v": None, "ids": ["r3"]}]
     assert machine.table_csv(frame[["model", "v"]]) == "model,v\na,0.25\n,\n"
+
+
+class _Reader:
+    """The four provenance queries answered from frames."""
+
+    def __init__(self, tags: list[tuple[str, str, str]]):
+        self.tags = pd.DataFrame(tags, columns=["run_id", "key", "value"])
+
+    def df(self, sql, params=()):
+        if "FROM runs" in sql:
+            return pd.DataFrame({"run_id": ["r1", "r2"], "run_name": ["a", "b"], "experiment_id": ["1", "1"],
+                                 "experiment": ["e", "e"], "status": ["FINISHED"] * 2, "model": ["m", "m"],
+                                 "dataset": ["d", "d"], "split": ["s", "s"], "task": ["t", "t"],
+                                 "start_time": [pd.NaT] * 2, "end_time": [pd.NaT] * 2})
+        if "FROM tags" in sql:
+            return self.tags
+        return pd.DataFrame({"run_id": [], "key": [], "value": []})
+
+
+def test_entry_pages_show_the_library_versions_a_run_was_tagged_with():
+    from countboard.publish import pages
+    from countboard.publish.collect import Entry
+    from countboard.publish.provenance import provenance
+    from countboard.tracking import tags as tg
+
+    versions = tg.library_versions()
+    assert all(k.startswith(tg.LIBRARY_VERSION_PREFIX) for k in versions) and versions
+    tagged = [("r1", k, v) for k, v in versions.items()] + [("r1", tg.COUNTBOARD_VERSION, "0.1.0")]
+    runs = provenance(_Reader(tagged), ["r1", "r2"])
+    assert dict(runs["r1"].versions) == {k.removeprefix(tg.LIBRARY_VERSION_PREFIX): v for k, v in versions.items()}
+    assert ("countboard version", "0.1.0") in runs["r1"].fields and runs["r2"].versions == []
+    entry = Entry("e", "counters", "m", "d", "s", {}, ["r1", "r2"], {}, "t", "1", "1")
+    html = pages.entry_body(entry, [runs["r1"], runs["r2"]], "../t.html", load_schema())
+    torch = versions.get(f"{tg.LIBRARY_VERSION_PREFIX}torch")
+    assert torch and f"torch <code>{torch}</code>" in html
+    assert "not recorded in the run's tags" in html  # r2 has none

@@ -227,8 +227,9 @@ def entry_body(e: Entry, runs: list[RunProvenance], table_href: str, schema) -> 
                          [("MLflow run id", p.run_id), ("run name", p.run_name),
                           ("experiment", f"{p.experiment} ({p.experiment_id})"), ("task", p.task),
                           ("status", p.status), ("started", p.start_time), ("ended", p.end_time), *p.fields])
-        versions = "".join(f"<dt>{esc(k)}</dt><dd><code>{esc(v)}</code></dd>" for k, v in p.versions) or \
-            "<dt>library versions</dt><dd>not recorded in the run's tags</dd>"
+        versions = "<dt>library versions</dt><dd>" + (", ".join(f"{esc(k)} <code>{esc(v)}</code>"
+                                                               for k, v in p.versions)
+                                                     or "not recorded in the run's tags") + "</dd>"
         params = table([("param", ""), ("value", "")], [[esc(k), f"<code>{esc(v)}</code>"] for k, v in p.params],
                        cls="params")
         metrics = table([("metric", ""), ("value", "")], [[esc(k), esc(fmt(v, ".6g"))] for k, v in p.metrics],

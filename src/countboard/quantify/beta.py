@@ -139,13 +139,16 @@ def _expect(dist, func: Callable[[np.ndarray], np.ndarray], other) -> float:
     """``E[func(X)]`` for ``X ~ dist``, by quadrature over ``dist``'s quantiles split at ``other``'s quantiles."""
     cuts = np.concatenate([[0.0, 1.0], dist.cdf(other.ppf(_SPLIT_LEVELS))])
     cuts = np.unique(np.clip(cuts, 0.0, 1.0))
+    lo, hi = cuts[:-1], cuts[1:]
+    keep = hi - lo > 0
+    lo, hi = lo[keep], hi[keep]
+    # every segment's nodes in one call of ``ppf`` and of ``func`` (elementwise: the same values as one call per
+    # segment), summed segment by segment in order
+    u = lo[:, None] + (hi - lo)[:, None] * (_NODES + 1) / 2
+    fx = np.asarray(func(dist.ppf(u)), dtype=np.float64).reshape(u.shape)
     total = 0.0
-    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
-        if hi - lo <= 0:
-            continue
-        u = lo + (hi - lo) * (_NODES + 1) / 2
-        x = dist.ppf(u)
-        total += (hi - lo) / 2 * float(np.dot(_WEIGHTS, func(x)))
+    for i in range(len(lo)):
+        total += (hi[i] - lo[i]) / 2 * float(np.dot(_WEIGHTS, fx[i]))
     return total
 
 
