@@ -4,7 +4,10 @@
 ``countboard leaderboard`` and ``countboard mlflow-ui`` on free ports of 127.0.0.1 (the board's run links pointing
 at that UI), opens each page as a reader does (from the Overview, through its family link or the sidebar) in
 Debian's headless Chromium driven by Playwright (1280x800 viewport) and saves ``<out>/<page>.png`` and
-``<out>/mlflow_run.png``, each reduced to a 256-colour palette (under 300 KB, else the script fails).
+``<out>/mlflow_run.png``; then publishes the same index (``countboard publish``) and opens the static site from
+``file://``: ``site_overview.png``, ``site_benchmark.png`` (the first counters benchmark page, at its top) and
+``site_entry.png`` (the best entry of that page, with its provenance). Each picture is reduced to a 256-colour
+palette (under 300 KB, else the script fails).
 
 Without ``--store`` it builds a small store first (every family of the schema, 3 models each, with artifacts: the
 store of the leaderboard tests, a few seconds); ``--store mlruns`` after ``make demo`` takes the demo's store.
@@ -43,6 +46,9 @@ PAGES = {"overview": None, "counters": 'a[href*="section=counters"]',
          "annotate": '[data-testid="stSidebarNav"] a[href$="/annotate"]'}
 ASSISTANT_SEEN = ("try { localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
                   " localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false') } catch (e) {}")
+#: pictures of the published site -> the page (a glob under the site; the first match in name order)
+SITE_PAGES = {"site_overview": "index.html", "site_benchmark": "benchmarks/counters__*.html",
+              "site_entry": None}
 CHARTS = ("counters",)  # pages pictured twice: at the top, and at their first Plotly chart
 # drawn: a table's cells (or the Overview's family links, or any text for the Annotate page), no script running and
 # no figure still waiting for the first table (``widgets.after_first_table``)
@@ -146,6 +152,36 @@ def _board(watched: Watched, base: str, out: Path) -> list[Path]:
     return saved
 
 
+def _site(watched: Watched, db: Path, work: Path, out: Path) -> list[Path]:
+    """Publish the index into ``work/site`` and picture its pages from ``file://`` once their charts are drawn
+    (the site's script marks ``data-charts-drawn`` on the body)."""
+    from countboard.publish import Options, build_site
+
+    site = build_site(db, work / "site", Options()).out
+    page, saved = watched.page, []
+    bench = None
+    for name, pattern in SITE_PAGES.items():
+        if pattern is None:  # the entry: the first ranked of the benchmark page pictured
+            link = page.locator('table.ranking a[href*="entries/"]').first if bench else None
+            if link is None or not link.count():
+                print(f"{name}: no entry link on the benchmark page; skipped")
+                continue
+            target = (bench.parent / link.get_attribute("href")).resolve()
+        else:
+            target = next(iter(sorted(site.glob(pattern))), None)
+            if target is None:
+                print(f"{name}: no page {pattern} in the publication; skipped")
+                continue
+        with watched.shot_on_failure(out / f"{name}-failure.png"):
+            page.goto(target.as_uri())
+            page.wait_for_function("document.body.getAttribute('data-charts-drawn') !== null", timeout=60_000)
+            page.wait_for_timeout(1000)
+            saved.append(watched.screenshot(out / f"{name}.png"))
+        if name == "site_benchmark":
+            bench = target
+    return saved
+
+
 def _mlflow_run(watched: Watched, base: str, experiment_id: str, run_id: str, out: Path) -> Path:
     page = watched.page
     with watched.shot_on_failure(out / "mlflow_run-failure.png"):
@@ -186,6 +222,7 @@ def take(store: Path, out: Path, work: Path) -> list[tuple[Path, int]]:
         if watched.console_errors:
             print(f"warning: the board logged errors in the browser: {watched.console_errors[:3]}", file=sys.stderr)
         saved.append(_mlflow_run(watched, ui, experiment_id, run_id, out))
+        saved += _site(watched, db, work, out)
     sizes = [(p, optimise(p)) for p in saved]
     big = [f"{p.name} ({n / 1000:.0f} kB)" for p, n in sizes if n > MAX_BYTES]
     if big:

@@ -15,6 +15,7 @@ import streamlit as st
 import conventions
 import data
 import galleries
+import paper_values
 import sections
 import similarity
 import widgets
@@ -121,14 +122,15 @@ def ranking_and_figures(fam, family: str, metrics, prefix: str, filters, picked)
     bounds = [interval.low, interval.high, *([interval.count] if interval.count else [])] if interval else []
     columns = list(dict.fromkeys([m.key for m in shown] + bounds + _figure_keys(fam)))
     have = {m.key for m in metrics}
-    columns = [k for k in columns if k in have]
-    df = data.ranking(family, sort, filters, latest_only=True, columns=columns)
+    columns = [k for k in columns if k in have] + paper_values.reference_keys(family, load_schema(), have)
+    df = data.ranking(family, sort, filters, latest_only=True, columns=list(dict.fromkeys(columns)))
     if df.empty:
         st.info("No runs match these filters.")
         return
     df = df.assign(evaluator=df.evaluator.fillna(widgets.MISSING))
     extra = ("evaluator",) if df.evaluator.nunique() > 1 or (df.evaluator != widgets.MISSING).any() else ()
     widgets.show_ranking(df, shown, sort, extra=extra, key=f"{prefix}_ranking", interval=interval)
+    paper_values.draw_paper_values(family, df, load_schema(), key=f"{prefix}_paper_values")
     notes = missing_notes(df, data.run_tag(list(df.run_id), tg.MISSING_METRICS))
     if notes:
         st.caption("Not computed (shown as —), with the reason: " + " · ".join(notes))

@@ -10,6 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from countboard.cell import config_hash, flatten
+from countboard.tracking.tags import library_versions
 from tests.conftest import FIXTURES, run_sweep, store_runs, sweep_env
 
 TOY = ["--config-dir", str(FIXTURES / "conf"), "--config-name", "toy_config"]
@@ -41,6 +42,10 @@ def test_multirun_2x2_then_rerun_adds_nothing(tmp_path):
     for col in ("model", "dataset", "task", "model_kind", "config_hash", "git_commit", "countboard_version",
                 "device", "family"):
         assert cells[f"tags.{col}"].notna().all(), col
+    versions = library_versions()  # the libraries' versions, tagged when the cell starts
+    assert {"countboard.versions.torch", "countboard.versions.mlflow"} <= set(versions)
+    for key, version in versions.items():
+        assert set(cells[f"tags.{key}"]) == {version}, key
     assert cells["tags.config_hash"].nunique() == 4
     assert set(cells["params.model.scale"]) == {"1.0", "2.0"}
     double = cells[cells["tags.model"] == "toy_double"].iloc[0]

@@ -185,7 +185,7 @@ class Cell:
             countboard_version=countboard.__version__, device=self.device,
             precision=str(self.cfg.get("precision", "fp32")), host=socket.gethostname(),
             gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""), protocol=self.protocol.key,
-            protocol_label=self.protocol.label,
+            protocol_label=self.protocol.label, extra=tg.library_versions(),
         ).to_tags()
 
     def claim(self) -> bool:

@@ -36,7 +36,8 @@ def test_screenshots_of_a_tiny_store(tmp_path, capsys):
     out = tmp_path / "img"
     assert shots.main(["--store", str(tmp_path / "store"), "--out", str(out)]) == 0
     names = {p.stem for p in out.glob("*.png")}
-    assert names == set(shots.PAGES) | {f"{p}_chart" for p in shots.CHARTS} | {"mlflow_run"}, names
+    assert names == (set(shots.PAGES) | {f"{p}_chart" for p in shots.CHARTS} | {"mlflow_run"}
+                     | set(shots.SITE_PAGES)), names
     printed = capsys.readouterr().out
     for name in names:
         path = out / f"{name}.png"

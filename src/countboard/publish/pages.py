@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from countboard.publish import references
 from countboard.publish.collect import Benchmark, Entry, RankedTable, labels_of
 from countboard.publish.provenance import RunProvenance
 from countboard.publish.render import MISSING, chart, esc, fmt, link, table
@@ -150,23 +151,26 @@ def drift_block(t: RankedTable, cid: str) -> str:
                      ("mosaics", "")], rows))
 
 
+def _flag(verdict: tuple[str, bool]) -> str:
+    return f'<span class="flag">{esc(verdict[0])}</span>' if verdict[1] else esc(verdict[0])
+
+
 def references_block(t: RankedTable, depth: int) -> str:
     refs = t.references
     if refs is None or refs.empty:
         return ""
     rows = []
     for r in refs.to_dict("records"):
-        flag = '<span class="flag">outside our interval</span>' if r["outside_interval"] else \
-            ("inside" if r["low"] == r["low"] else "no interval")
         rows.append([link(entry_href(r["entry_id"], depth), r["model"]), esc(r["metric_display"]),
-                     esc(fmt(r["paper_value"], ".4g")), esc(fmt(r["ours"], ".4g")),
+                     esc(r["paper_shown"]), esc(fmt(r["ours"], ".4g")),
                      esc(f"[{fmt(r['low'], '.4g')}, {fmt(r['high'], '.4g')}]" if r["low"] == r["low"] else MISSING),
-                     esc(fmt(r["difference"], "+.4g")), flag, esc(f"{r['paper']}: {r['source']}")])
+                     esc(fmt(r["difference"], "+.4g")), _flag(references.verdict(r)),
+                     esc(f"{r['paper']}: {r['source']}")])
     n_out = int(refs.outside_interval.sum())
     return ("<h3>The papers' numbers beside ours</h3>"
             f'<p class="note">Values the papers report for the same model, dataset, split and protocol (typed from '
             f"the papers, in this metric's unit); difference = ours − paper; {n_out} of {len(refs)} outside our "
-            "interval.</p>"
+            "interval (a mark such as GeckoNum Table 3's ✓ / =: flagged when our p-value is on its other side).</p>"
             + table([("model", ""), ("metric", ""), ("paper", ""), ("ours", ""), ("our interval", ""),
                      ("difference", ""), ("", ""), ("source", "")], rows, cls="references"))
 
@@ -223,8 +227,9 @@ def entry_body(e: Entry, runs: list[RunProvenance], table_href: str, schema) -> 
                          [("MLflow run id", p.run_id), ("run name", p.run_name),
                           ("experiment", f"{p.experiment} ({p.experiment_id})"), ("task", p.task),
                           ("status", p.status), ("started", p.start_time), ("ended", p.end_time), *p.fields])
-        versions = "".join(f"<dt>{esc(k)}</dt><dd><code>{esc(v)}</code></dd>" for k, v in p.versions) or \
-            "<dt>library versions</dt><dd>not recorded in the run's tags</dd>"
+        versions = "<dt>library versions</dt><dd>" + (", ".join(f"{esc(k)} <code>{esc(v)}</code>"
+                                                               for k, v in p.versions)
+                                                     or "not recorded in the run's tags") + "</dd>"
         params = table([("param", ""), ("value", "")], [[esc(k), f"<code>{esc(v)}</code>"] for k, v in p.params],
                        cls="params")
         metrics = table([("metric", ""), ("value", "")], [[esc(k), esc(fmt(v, ".6g"))] for k, v in p.metrics],

@@ -2,8 +2,9 @@
 
 The fields are the run tags of ``countboard.tracking.tags`` (one owner of their names): the MLflow run id, the
 config hash, the git commit, the countboard version, the dataset's data fingerprint (the digest of its MLflow
-dataset input), device and precision; plus the run's params (its flattened config) and latest metrics. A library
-version is shown when a run's tags record one (a tag ending in ``_version``); runs that record none say so.
+dataset input), device and precision; plus the run's params (its flattened config) and latest metrics. The library
+versions are the run's ``countboard.versions.<library>`` tags (a cell run records them when it starts,
+``tags.library_versions``; a tag ending in ``_version`` counts too); runs that record none say so.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _text(v) -> str:
 
 def _by_run(df: pd.DataFrame) -> dict[str, list[tuple[str, object]]]:
     out: dict[str, list[tuple[str, object]]] = {}
-    for run, key, value in zip(df.run_id, df.key, df.value, strict=True):
+    for run, key, value in zip(df.run_id.tolist(), df.key.tolist(), df.value.tolist(), strict=True):
         out.setdefault(run, []).append((key, value))
     return out
 
@@ -88,8 +89,9 @@ def provenance(reader, run_ids: list[str]) -> dict[str, RunProvenance]:
         fields = [(label, str(t[key]) if t.get(key) not in (None, "") else "not recorded") for label, key in FIELDS
                   if key in t or key in (tg.CONFIG_HASH, tg.GIT_COMMIT, tg.COUNTBOARD_VERSION, tg.DATA_FINGERPRINT,
                                          tg.DEVICE, tg.PRECISION)]
-        versions = sorted((k, str(v)) for k, v in t.items() if k.endswith(VERSION_SUFFIX)
-                          and k != tg.COUNTBOARD_VERSION)
+        versions = sorted((k.removeprefix(tg.LIBRARY_VERSION_PREFIX), str(v)) for k, v in t.items()
+                          if k.startswith(tg.LIBRARY_VERSION_PREFIX)
+                          or (k.endswith(VERSION_SUFFIX) and k != tg.COUNTBOARD_VERSION))
         out[run] = RunProvenance(
             run_id=run, run_name=_text(row["run_name"]), experiment=_text(row["experiment"]),
             experiment_id=_text(row["experiment_id"]), status=_text(row["status"]), task=_text(row["task"]),

@@ -45,6 +45,13 @@ GALLERY_ENTRIES = 4
 GALLERY_PER_ENTRY = 2
 THUMB_PX = 320  # the longest side of a gallery image
 ASSETS = Path(__file__).with_name("assets")
+#: ``queries.ARTIFACTS_OF_RUNS`` for every run: the files under a prefix, by run and path
+ARTIFACTS_UNDER = """
+SELECT a.run_id, a.path, a.file_size, r.artifact_uri
+FROM artifacts a JOIN runs r USING (run_id)
+WHERE NOT a.is_dir AND starts_with(a.path, ?)
+ORDER BY a.run_id, a.path
+"""
 
 
 @dataclass
@@ -71,11 +78,17 @@ class Artifacts:
         self.reader, self.store_uri, self.cache = reader, store_uri, cache
         self.indexed = address.local_folder(store_uri) if store_uri else None
         self.now = store_dir if store_dir is not None else self.indexed
+        self._by_prefix: dict[str, pd.DataFrame] = {}
 
     def files(self, run_ids: list[str], prefix: str) -> pd.DataFrame:
-        from countboard.index import queries
-
-        return self.reader.df(queries.ARTIFACTS_OF_RUNS, (list(run_ids), prefix)) if run_ids else pd.DataFrame()
+        """The artifacts of ``run_ids`` under ``prefix`` (as ``queries.ARTIFACTS_OF_RUNS``: by run, then path),
+        from one query per prefix over the whole index."""
+        if not run_ids:
+            return pd.DataFrame()
+        if prefix not in self._by_prefix:
+            self._by_prefix[prefix] = self.reader.df(ARTIFACTS_UNDER, (prefix,))
+        every = self._by_prefix[prefix]
+        return every[every.run_id.isin(list(run_ids))].reset_index(drop=True)
 
     def local(self, row) -> Path | None:
         from countboard.index.artifacts import fetch_artifact, relocate_artifact_uri

@@ -135,17 +135,37 @@ def beta_interval(a: float, b: float, mass: float = 0.9) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+class _Beta:
+    """``stats.beta(a, b)``'s ``cdf``, ``ppf`` and ``logpdf`` (the same calls) without freezing a distribution,
+    which builds a new distribution object and its docstring each time."""
+
+    def __init__(self, a: float, b: float):
+        self.a, self.b = a, b
+
+    def cdf(self, x):
+        return stats.beta.cdf(x, self.a, self.b)
+
+    def ppf(self, u):
+        return stats.beta.ppf(u, self.a, self.b)
+
+    def logpdf(self, x):
+        return stats.beta.logpdf(x, self.a, self.b)
+
+
 def _expect(dist, func: Callable[[np.ndarray], np.ndarray], other) -> float:
     """``E[func(X)]`` for ``X ~ dist``, by quadrature over ``dist``'s quantiles split at ``other``'s quantiles."""
     cuts = np.concatenate([[0.0, 1.0], dist.cdf(other.ppf(_SPLIT_LEVELS))])
     cuts = np.unique(np.clip(cuts, 0.0, 1.0))
+    lo, hi = cuts[:-1], cuts[1:]
+    keep = hi - lo > 0
+    lo, hi = lo[keep], hi[keep]
+    # every segment's nodes in one call of ``ppf`` and of ``func`` (elementwise: the same values as one call per
+    # segment), summed segment by segment in order
+    u = lo[:, None] + (hi - lo)[:, None] * (_NODES + 1) / 2
+    fx = np.asarray(func(dist.ppf(u)), dtype=np.float64).reshape(u.shape)
     total = 0.0
-    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
-        if hi - lo <= 0:
-            continue
-        u = lo + (hi - lo) * (_NODES + 1) / 2
-        x = dist.ppf(u)
-        total += (hi - lo) / 2 * float(np.dot(_WEIGHTS, func(x)))
+    for i in range(len(lo)):
+        total += (hi[i] - lo[i]) / 2 * float(np.dot(_WEIGHTS, fx[i]))
     return total
 
 
@@ -164,7 +184,7 @@ def js_divergence_beta(a1: float, b1: float, a2: float, b2: float) -> float:
     _check_shape(a1=a1, b1=b1, a2=a2, b2=b2)
     if (a1, b1) == (a2, b2):
         return 0.0
-    p, q = stats.beta(a1, b1), stats.beta(a2, b2)
+    p, q = _Beta(a1, b1), _Beta(a2, b2)
     ln2 = np.log(2.0)
 
     def term(x, own, rival):
@@ -194,7 +214,7 @@ def prob_greater(a1: float, b1: float, a2: float, b2: float) -> float:
     _check_shape(a1=a1, b1=b1, a2=a2, b2=b2)
     if (a1, b1) == (a2, b2):
         return 0.5
-    x, y = stats.beta(a1, b1), stats.beta(a2, b2)
+    x, y = _Beta(a1, b1), _Beta(a2, b2)
     narrow_x = beta_var(a1, b1) <= beta_var(a2, b2)
     value = _expect(x, y.cdf, y) if narrow_x else 1.0 - _expect(y, x.cdf, x)
     return float(np.clip(value, 0.0, 1.0))

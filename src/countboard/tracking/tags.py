@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 
 # --- MLflow's own ---------------------------------------------------------------------------------------------
 PARENT = "mlflow.parentRunId"
@@ -42,6 +43,10 @@ SOURCE_HUMAN_ANNOTATIONS, SOURCE_PRACO_RELEASE = "human_annotations", "praco_rel
 # --- provenance -------------------------------------------------------------------------------------------------
 GIT_COMMIT, COUNTBOARD_VERSION, DEVICE, HOST = "git_commit", "countboard_version", "device", "host"
 PRECISION, GPU = "precision", "gpu"
+#: ``countboard.versions.<distribution>``: the installed version of each of ``LIBRARIES`` a cell run started with.
+LIBRARY_VERSION_PREFIX = "countboard.versions."
+LIBRARIES = ("torch", "torchvision", "transformers", "mlflow", "numpy", "scipy", "pandas", "duckdb", "pillow",
+             "hydra-core")
 
 # --- coverage and outcome of a cell run ------------------------------------------------------------------------
 PARTIAL, SUBSET, N_UNITS, TOTAL_UNITS = "partial", "subset", "n_units", "total_units"
@@ -75,6 +80,26 @@ PG_ACCURACY_K_OF_N, PG_UNCERTAINTY_K_OF_N = "pg_accuracy_k_of_n", "pg_uncertaint
 EXPLAINER_METHOD, EXPLAINER_DETAIL = "explainer_method", "explainer_detail"
 #: How a run's bootstrap intervals were drawn (``countboard.metrics.bootstrap.describe``).
 BOOTSTRAP = "bootstrap"
+
+
+@lru_cache(maxsize=1)
+def library_versions() -> dict[str, str]:
+    """``{countboard.versions.<name>: version}`` of the ``LIBRARIES`` installed (read from their metadata, none
+    imported); a library not installed is left out.
+
+    Example:
+        >>> library_versions()[LIBRARY_VERSION_PREFIX + "numpy"] != ""
+        True
+    """
+    from importlib import metadata
+
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[f"{LIBRARY_VERSION_PREFIX}{name}"] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
 
 
 def _tag(name: str):
