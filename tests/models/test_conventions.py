@@ -141,3 +141,13 @@ def test_the_reasoning_prompt_is_lmms_eval_s_system_message():
 
     assert REASONING_SYSTEM_PROMPT.startswith("You are a helpful assistant. When user asks a question, your response")
     assert "<analysis>...</analysis>" in REASONING_SYSTEM_PROMPT and "tags.Please provide" in REASONING_SYSTEM_PROMPT
+
+
+def test_the_reasoning_preset_asks_with_that_system_message(hydra_init):
+    from hydra import compose
+
+    from countboard.models.conventions import REASONING_SYSTEM_PROMPT
+
+    cfg = compose("config", overrides=["model=vlm_lmms_reasoning", "model.model_id=some/vlm"])
+    assert cfg.model.system_prompt == REASONING_SYSTEM_PROMPT and cfg.model.max_new_tokens == 49152
+    assert cfg.model._target_ == compose("config", overrides=["model=vlm"]).model._target_

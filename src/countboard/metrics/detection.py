@@ -143,10 +143,11 @@ def detection_ap_units(evaluation) -> dict:
     # resamples per block: a block's cumulative sums hold about 4M values
     block = max(1, 4_000_000 // max(1, n_thresholds * max(1, len(owner))))
 
-    def precision(idx: np.ndarray) -> np.ndarray:
-        """COCO's interpolated precision ``(B, T, R)`` of each resample ``idx[b]`` (image indices)."""
-        b_all = len(idx)
-        out = np.zeros((b_all, n_thresholds, len(thresholds)))
+    def precision(idx: np.ndarray, ious: np.ndarray) -> np.ndarray:
+        """COCO's interpolated precision ``(B, T, R)`` of each resample ``idx[b]`` (image indices) at the IoU
+        thresholds selected by the mask ``ious``."""
+        b_all, hit, miss = len(idx), tps[ious], fps[ious]
+        out = np.zeros((b_all, len(hit), len(thresholds)))
         rows = np.arange(b_all)
         drawn = np.bincount((idx + n * rows[:, None]).ravel(), minlength=b_all * n).reshape(b_all, n)
         drawn = drawn.astype(np.float64)
@@ -154,8 +155,8 @@ def detection_ap_units(evaluation) -> dict:
         out[positives == 0] = np.nan
         for start in range(0, b_all, block):
             w = drawn[start:start + block][:, owner]  # (b, D): each detection counted as often as its image
-            tp = np.cumsum(w[:, None, :] * tps[None], axis=2)
-            fp = np.cumsum(w[:, None, :] * fps[None], axis=2)
+            tp = np.cumsum(w[:, None, :] * hit[None], axis=2)
+            fp = np.cumsum(w[:, None, :] * miss[None], axis=2)
             pos = positives[start:start + block]
             with np.errstate(invalid="ignore", divide="ignore"):
                 recall = tp / pos[:, None, None]
@@ -164,17 +165,17 @@ def detection_ap_units(evaluation) -> dict:
             for b in range(len(w)):
                 if pos[b] == 0:
                     continue
-                for t in range(n_thresholds):
+                for t in range(len(hit)):
                     at = np.searchsorted(recall[b, t], thresholds, side="left")
                     reached = at < recall.shape[2]
                     out[start + b, t, reached] = pr[b, t, at[reached]]
         return out
 
     def ap(idx: np.ndarray) -> np.ndarray:
-        return 100.0 * precision(idx).mean(axis=(1, 2))
+        return 100.0 * precision(idx, np.ones(n_thresholds, bool)).mean(axis=(1, 2))
 
     def ap50(idx: np.ndarray) -> np.ndarray:
-        return 100.0 * precision(idx)[:, at_50].mean(axis=(1, 2))
+        return 100.0 * precision(idx, at_50).mean(axis=(1, 2))
 
     units = np.arange(n)  # gathered by the bootstrap into the resamples' image indices
     return {"det_ap": UnitStatistic((units,), ap), "det_ap50": UnitStatistic((units,), ap50)}
