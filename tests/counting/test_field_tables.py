@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from tests.fixtures.synthetic_store import FamilySpec, make_store
 
 from countboard.index import build_index
 from countboard.index.scores_table import BENCHMARKS, SCORE_COLUMNS
+from tests.fixtures.synthetic_store import FamilySpec, make_store
 
 DATASETS = ["pixmo_count", "tallyqa", "capture", "fscd147", "countqa", "mucca"]
 MODELS = ["vlm_a", "owl_b"]
