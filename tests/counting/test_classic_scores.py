@@ -128,7 +128,9 @@ def test_conventions_score_every_answer_and_the_count_metrics_the_parsed_ones(bo
     assert metrics["answer_exact_acc"] == pytest.approx(100 * 4 / 5)
     assert metrics["smape"] == pytest.approx((100 * 10 / 14 + 100) / 6)  # the unparsable one counts 100
     expected = {"conv_lmms_eval_countbench": 2, "conv_lmms_eval_countbenchqa": 1, "conv_lmms_eval_pixmo_count": 3,
+                "conv_lmms_eval_pixmo_count_reasoning": 3,
                 "conv_vlmevalkit_countbenchqa": 4, "conv_vlmevalkit_tallyqa": 4, "conv_countboard": 4}
+    assert set(expected) == {k for k in metrics if k.startswith("conv_") and "__" not in k}
     for key, hits in expected.items():
         assert metrics[key] == pytest.approx(100 * hits / 6), key
         assert metrics[key + "__low"] <= metrics[key] <= metrics[key + "__high"]

@@ -128,3 +128,25 @@ def test_the_counters_page_offers_the_scores_table(monkeypatch, store):
     table = next(df.value for df in at.dataframe if "lmms countbench" in df.value)
     assert table.set_index("Method").loc["vlm_b", "VLMEvalKit CountBenchQA"] == 95.0
     assert {b.proto.label for b in at.get("download_button")} >= {"CSV", "LaTeX"}
+
+
+@pytest.mark.parametrize("dataset", ["pixmo_count", "tallyqa", "capture", "fscd147", "countqa", "mucca"])
+def test_the_scores_table_knows_each_new_benchmark(dataset):
+    from countboard.index.praco_table import table_latex
+    from countboard.index.scores_table import BENCHMARKS, SCORE_COLUMNS, scores_caption, scores_table
+
+    keys = [c[2] for c in SCORE_COLUMNS]
+    rows = pd.DataFrame([{"model": m, "dataset": dataset, "split": "test", "task": "classic", "end_time": 1,
+                          **{k: 10.0 + i + j for j, k in enumerate(keys)}} for i, m in enumerate(["vlm", "owlv2"])])
+    table, columns = scores_table(rows, dataset)
+    name, reported = BENCHMARKS[dataset]
+    headers = {c[2]: c[1] for c in SCORE_COLUMNS}
+    shown = [c[2] for c in columns]
+    assert sorted(shown) == sorted(keys)  # every column some run reports
+    groups = [c[0] for c in columns]
+    assert groups == sorted(groups, key=groups.index)  # each group's columns side by side
+    assert shown[0] in reported  # the table opens with a metric the publisher reports
+    caption = scores_caption(dataset, "test")
+    assert caption.endswith(f"{name} reports {', '.join(headers[k] for k in reported)} (first).")
+    assert table.set_index("Method").loc["owlv2", headers[shown[0]]] == 11.0 + keys.index(shown[0])
+    assert table_latex(table, caption, columns=columns).count(r"\multicolumn") == len(set(groups))

@@ -116,3 +116,51 @@ def test_mismatched_inputs_say_what_to_give():
         detection_ap([np.zeros((0, 4))], [], [np.zeros((0, 4))])
     with pytest.raises(ValueError, match="image 0: 1 boxes and 2 scores"):
         detection_ap([np.zeros((1, 4))], [np.zeros(2)], [np.zeros((1, 4))])
+
+
+def _scenes(seed: int, n: int = 7):
+    rng = np.random.default_rng(seed)
+    scenes = [_scene(rng, int(rng.integers(0, 25)), int(rng.integers(0, 30))) for _ in range(n)]
+    return (list(x) for x in zip(*scenes, strict=True))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_units_drawn_once_each_are_coco_eval_s_numbers(seed):
+    from countboard.metrics.detection import coco_eval, detection_ap_units
+
+    preds, scores, truths = _scenes(seed)
+    scores = [np.round(s, 1) for s in scores]  # ties within and across images: ranked as accumulate ranks them
+    units = detection_ap_units(coco_eval(preds, scores, truths))
+    got = detection_ap(preds, scores, truths)
+    assert units["det_ap"].value() == pytest.approx(got["det_ap"], abs=1e-12)
+    assert units["det_ap50"].value() == pytest.approx(got["det_ap50"], abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_resample_of_the_images_scores_as_coco_eval_on_those_images(seed):
+    """With distinct scores, a resample (images drawn twice or not at all) is COCOeval run on the drawn images."""
+    from countboard.metrics.detection import coco_eval, detection_ap_units
+
+    preds, scores, truths = _scenes(seed)
+    units = detection_ap_units(coco_eval(preds, scores, truths))
+    idx = np.random.default_rng(seed + 10).integers(0, len(preds), size=(4, len(preds)))
+    ap, ap50 = units["det_ap"].of_resamples(idx), units["det_ap50"].of_resamples(idx)
+    for b, drawn in enumerate(idx):
+        want = detection_ap([preds[i] for i in drawn], [scores[i] for i in drawn], [truths[i] for i in drawn])
+        assert ap[b] == pytest.approx(want["det_ap"], abs=1e-9, nan_ok=True)
+        assert ap50[b] == pytest.approx(want["det_ap50"], abs=1e-9, nan_ok=True)
+
+
+def test_the_interval_of_ap_holds_it_and_a_resample_without_truth_is_undefined():
+    from countboard.metrics import bootstrap
+    from countboard.metrics.detection import coco_eval, detection_ap_units
+
+    preds, scores, truths = _scenes(1)
+    units = detection_ap_units(coco_eval(preds, scores, truths))
+    bounds = bootstrap.interval_metrics(units)
+    assert bounds["det_ap__low"] < units["det_ap"].value() < bounds["det_ap__high"]
+    assert bounds["det_ap50__low"] < units["det_ap50"].value() < bounds["det_ap50__high"]
+    empty = np.zeros((0, 4))
+    units = detection_ap_units(coco_eval([preds[0], empty], [scores[0], np.zeros(0)], [empty, truths[1]]))
+    assert np.isnan(units["det_ap"].of_resamples(np.array([[0, 0]])))[0]  # only the image without ground truth
+    assert units["det_ap"].of_resamples(np.array([[1, 1]]))[0] == 0.0  # ground truth, no detection: missed

@@ -104,3 +104,50 @@ def test_each_convention_names_its_file_and_function():
     for key, c in CONVENTIONS.items():
         assert key.startswith("conv_") and c.source.endswith(".py") and c.function
         assert c.label == f"{c.harness} {c.source}::{c.function}"
+
+
+REASONING = "conv_lmms_eval_pixmo_count_reasoning"
+# (answer, target, acc_score), each case followed through lmms-eval's reasoning_utils.py: extract_anwser_tag, then
+# simple_parse, relax_exact_match and (plain numbers) math_verify's numeric equality
+REASONING_CASES = [
+    ("<analysis>two rows of 6</analysis><answer>12</answer>", 12, 1),
+    ("<analysis>..</analysis>\n<answer>\n 12.\n</answer>", 12, 1),     # the tag spans lines; one period dropped
+    ("<answer>12</answer> <answer>13</answer>", 13, 0),              # the first tag
+    ("<answer>13</answer> so 12", 12, 0),                            # the tag wins over the closing number
+    ("<answer>12.0</answer>", 12, 1),                                # numeric equality (math_verify's fallback)
+    ("<answer>twelve</answer>", 12, 0),
+    ("so the count is \\boxed{12}", 12, 1),
+    ("\\boxed{3} then \\boxed{12}", 12, 1),                          # the last box
+    ("\\boxed{12", 12, 1),                                           # unclosed: no box, but the line ends in 12
+    ("There are 12.", 12, 1),                                        # the last line's closing number
+    ("There are 12 cars", 12, 0),                                    # a number not at the line's end
+    ("I see 12.\nThat is all", 12, 1),                               # lines without a closing number are skipped
+    ("3 then 12", 12, 1),
+    ("12", 2, 0),                                                    # no substring test: "2" is half of "12"
+    ("", 0, 0),
+    ("0", 0, 1),
+    ("<answer>4</answer>", "4 objects", 1),                          # the target's first \d+
+]
+
+
+@pytest.mark.parametrize(("answer", "target", "expected"), REASONING_CASES,
+                         ids=[repr(c[0]) + f"/{c[1]}" for c in REASONING_CASES])
+def test_pixmo_count_reasoning_follows_lmms_eval_s_reasoning_utils(answer, target, expected):
+    assert int(CONVENTIONS[REASONING].score(answer, target)) == expected
+
+
+def test_the_reasoning_prompt_is_lmms_eval_s_system_message():
+    from countboard.models.conventions import REASONING_SYSTEM_PROMPT
+
+    assert REASONING_SYSTEM_PROMPT.startswith("You are a helpful assistant. When user asks a question, your response")
+    assert "<analysis>...</analysis>" in REASONING_SYSTEM_PROMPT and "tags.Please provide" in REASONING_SYSTEM_PROMPT
+
+
+def test_the_reasoning_preset_asks_with_that_system_message(hydra_init):
+    from hydra import compose
+
+    from countboard.models.conventions import REASONING_SYSTEM_PROMPT
+
+    cfg = compose("config", overrides=["model=vlm_lmms_reasoning", "model.model_id=some/vlm"])
+    assert cfg.model.system_prompt == REASONING_SYSTEM_PROMPT and cfg.model.max_new_tokens == 49152
+    assert cfg.model._target_ == compose("config", overrides=["model=vlm"]).model._target_

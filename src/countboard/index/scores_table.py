@@ -20,6 +20,7 @@ import pandas as pd
 SCORE_COLUMNS = (
     ("Counts", "MAE", "mae", "mae", ".2f", False),
     ("Counts", "RMSE", "rmse", "rmse", ".2f", False),
+    ("Counts", "Acc", "exact_accuracy", "exact_accuracy", ".3f", True),
     ("Counts", "OBO", "off_by_one_acc", "off_by_one_acc", ".1f", True),
     ("Counts", "nMAE", "nmae", "nmae", ".3f", False),
     ("Counts", "sMAPE", "smape", "smape", ".2f", False),
@@ -30,16 +31,31 @@ SCORE_COLUMNS = (
     ("Conventions", "lmms countbench", "conv_lmms_eval_countbench", "conv_lmms_eval_countbench", ".1f", True),
     ("Conventions", "lmms countbenchqa", "conv_lmms_eval_countbenchqa", "conv_lmms_eval_countbenchqa", ".1f", True),
     ("Conventions", "lmms pixmo_count", "conv_lmms_eval_pixmo_count", "conv_lmms_eval_pixmo_count", ".1f", True),
+    ("Conventions", "lmms pixmo_count reasoning", "conv_lmms_eval_pixmo_count_reasoning",
+     "conv_lmms_eval_pixmo_count_reasoning", ".1f", True),
     ("Conventions", "VLMEvalKit CountBenchQA", "conv_vlmevalkit_countbenchqa", "conv_vlmevalkit_countbenchqa",
      ".1f", True),
     ("Conventions", "VLMEvalKit TallyQA", "conv_vlmevalkit_tallyqa", "conv_vlmevalkit_tallyqa", ".1f", True),
     ("Conventions", "ours", "conv_countboard", "conv_countboard", ".1f", True),
 )
 TASKS = ("classic", "countbench")
+#: Each benchmark the table knows: its name in print and the metric keys its publisher reports (first in its table)
+BENCHMARKS = {
+    "countbench": ("CountBench", ("conv_lmms_eval_countbench", "exact_accuracy")),
+    "pixmo_count": ("PixMo-Count", ("conv_lmms_eval_pixmo_count", "conv_lmms_eval_pixmo_count_reasoning")),
+    "tallyqa": ("TallyQA", ("conv_vlmevalkit_tallyqa",)),
+    "capture": ("CAPTURe", ("smape",)),
+    "fscd147": ("FSCD-147", ("mae", "rmse", "det_ap", "det_ap50")),
+    "countqa": ("CountQA", ("exact_accuracy", "relaxed_acc_5", "relaxed_acc_10")),
+    "mucca": ("MUCCA", ("mae", "rmse")),
+    "fsc147": ("FSC-147", ("mae", "rmse")),
+    "pairtally": ("PairTally", ("mae", "rmse")),
+}
 
 
 def scores_table(rows: pd.DataFrame, dataset: str, split: str = "test") -> tuple[pd.DataFrame, tuple]:
-    """``(table, columns)``: one row per model with the ``SCORE_COLUMNS`` some run of it reports, and those columns.
+    """``(table, columns)``: one row per model with the ``SCORE_COLUMNS`` some run of it reports, and those columns
+    (the metrics the benchmark's publisher reports first, ``BENCHMARKS``).
 
     Args:
         rows: Rows of the ``counters`` family view (``model``, ``dataset``, ``split``, ``task``, ``end_time``,
@@ -58,7 +74,12 @@ def scores_table(rows: pd.DataFrame, dataset: str, split: str = "test") -> tuple
     if "is_latest" in rows:
         keep &= rows["is_latest"].astype(bool)
     sub = rows[keep].sort_values("end_time", ascending=False, na_position="last")
-    columns = tuple(c for c in SCORE_COLUMNS if c[2] in sub and sub[c[2]].notna().any())
+    reported = BENCHMARKS.get(dataset, ("", ()))[1]
+    # the publisher's metrics first: their groups first, in each group those metrics first (groups kept whole)
+    groups = list(dict.fromkeys(c[0] for c in SCORE_COLUMNS))
+    first = {c[0] for c in SCORE_COLUMNS if c[2] in reported}
+    ordered = sorted(SCORE_COLUMNS, key=lambda c: (c[0] not in first, groups.index(c[0]), c[2] not in reported))
+    columns = tuple(c for c in ordered if c[2] in sub and sub[c[2]].notna().any())
     out = []
     for model, group in sub.groupby("model", sort=True):
         record: dict[str, object] = {"Method": model}
@@ -70,7 +91,8 @@ def scores_table(rows: pd.DataFrame, dataset: str, split: str = "test") -> tuple
 
 
 def scores_caption(dataset: str, split: str) -> str:
-    """The caption: the benchmark and what each group of columns follows.
+    """The caption: the benchmark, what each group of columns follows and, for a benchmark in ``BENCHMARKS``, the
+    columns its publisher reports (which the table puts first).
 
     Example:
         >>> scores_caption("countbench", "test")[:46]
@@ -79,4 +101,13 @@ def scores_caption(dataset: str, split: str) -> str:
     return (f"Classic counting on the {split} set of {dataset}: OBO is off-by-one accuracy (%), nMAE the MAE "
             "normalised by gt + 0.1, sMAPE CAPTURe's (%), RA@k CountQA's relaxed accuracy (%); AP and AP50 of the "
             "counted boxes (COCOeval, maxDets 1100); conventions: the accuracy (%) of the same answers under each "
-            "harness's rule (lmms-eval, VLMEvalKit) and ours.")
+            "harness's rule (lmms-eval, VLMEvalKit) and ours." + _reported(dataset))
+
+
+def _reported(dataset: str) -> str:
+    """The caption's last sentence: what the benchmark's publisher reports, for a benchmark the table knows."""
+    if dataset not in BENCHMARKS:
+        return ""
+    name, keys = BENCHMARKS[dataset]
+    headers = {c[2]: c[1] for c in SCORE_COLUMNS}
+    return f" {name} reports {', '.join(headers[k] for k in keys)} (first)."

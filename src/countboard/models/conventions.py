@@ -14,6 +14,15 @@ the dataset's answer text where it ships one):
 - ``conv_lmms_eval_pixmo_count``: lmms-eval ``lmms_eval/tasks/pixmo_count/utils.py``,
   ``pixmo_count_process_results``: the first ``\\d+`` of the stripped answer (the stripped answer itself when it has
   none) must equal the first ``\\d+`` of the stripped target (``"12 or 13"`` is 12, ``"three"`` never matches).
+- ``conv_lmms_eval_pixmo_count_reasoning``: lmms-eval ``lmms_eval/tasks/pixmo_count/reasoning/utils.py``,
+  ``pixmo_count_reasoning_process_results`` (its ``acc_score``, by ``lmms_eval/tasks/_task_utils/reasoning_utils.py``,
+  ``compute_score``): the target's first ``\\d+``; the answer's ``<answer>...</answer>`` (the first, across lines),
+  else the content of its last ``\\boxed{...}``, else the last line that ends in a number (``extract_anwser_tag``);
+  one trailing ``.`` and the spaces dropped from both (``simple_parse``), then ``relax_exact_match``: equal, or one
+  inside the other and at least 90 % of its length. ``acc_reward``'s fallback, math_verify's ``verify(parse(gt),
+  parse(pred))``, is applied where the extracted answer is a plain decimal number (numeric equality, ``"3.0"``
+  is 3); math_verify is no dependency here, so free text it might still read scores 0. The LLM judge
+  (``USE_LLM_JUDGE``) is off, as by default. The model is asked with ``REASONING_SYSTEM_PROMPT``.
 - ``conv_vlmevalkit_countbenchqa``: VLMEvalKit ``vlmeval/dataset/image_vqa.py``, ``CountBenchQA.evaluate``:
   ``ans in pred`` with ``pred = str(prediction)``, ``ans = str(answer)``: a substring test, so ``"2"`` matches
   ``"12"`` and ``"There are 2 or 3"``.
@@ -93,6 +102,107 @@ def lmms_eval_pixmo_count(answer: str, target) -> bool:
     return (found.group() if found else pred) == truth
 
 
+#: lmms-eval ``reasoning_utils.py::DEFAULT_REASONING_SYSTEM_PROMPT``, the system message of ``pixmo_count_reasoning``
+#: (``make_reasoning_doc_to_messages``; the user turn is the image and the question, without a post-prompt).
+REASONING_SYSTEM_PROMPT = (
+    "You are a helpful assistant. When user asks a question, your response must include two parts: "
+    "first, reasoning process enclosed in <analysis>...</analysis> tags, then final answer enclosed in "
+    "<answer>...</answer> tags."
+    "Please provide a clear, concise response within <answer> </answer> tags that directly addresses to question."
+)
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_LINE_NUMBER = re.compile(r"\b(\d+(?:\.\d+)?)\b(?:\s*\.?\s*$)")
+_DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
+_BOXED = "\\boxed{"
+
+
+def boxed_answer(text: str) -> str:
+    r"""lmms-eval ``extract_boxed_answer``: the content of the last ``\boxed{...}`` whose braces close, or "".
+
+    Example:
+        >>> boxed_answer("so \\boxed{4} or \\boxed{{5}}"), boxed_answer("\\boxed{3")
+        ('{5}', '')
+    """
+    results = []
+    start = text.find(_BOXED)
+    while start != -1:
+        depth, pos = 0, start + len(_BOXED) - 1
+        while pos < len(text):
+            if text[pos] == "{":
+                depth += 1
+            elif text[pos] == "}":
+                depth -= 1
+                if depth == 0:
+                    results.append(text[start + len(_BOXED):pos])
+                    break
+            pos += 1
+        start = text.find(_BOXED, start + 1)
+    return results[-1] if results else ""
+
+
+def reasoning_answer(text: str) -> str:
+    r"""lmms-eval ``extract_anwser_tag``: the first ``<answer>`` tag's text, else ``boxed_answer``, else the number
+    that ends the last line ending in one, else "".
+
+    Example:
+        >>> [reasoning_answer(t) for t in ("<analysis>..</analysis><answer> 7 </answer>", "it is \\boxed{7}",
+        ...                                  "I count 7.\nDone", "no number")]
+        [' 7 ', '7', '7', '']
+    """
+    found = _ANSWER_TAG.search(text)
+    if found:
+        return found.group(1)
+    boxed = boxed_answer(text)
+    if boxed:
+        return boxed
+    for line in reversed(text.strip().split("\n")):
+        if line.strip():
+            number = _LINE_NUMBER.search(line)
+            if number:
+                return number.group(1)
+    return ""
+
+
+def _simple_parse(text: str) -> str:
+    """lmms-eval ``simple_parse``: one trailing period dropped, then stripped."""
+    return (text[:-1] if text.endswith(".") else text).strip()
+
+
+def relax_exact_match(pred: str, truth: str, portion: float = 0.9) -> bool:
+    """lmms-eval ``relax_exact_match`` for a target that is no choice letter (a count's digits never parse as one):
+    one string inside the other and at least ``portion`` of its length, or equal once stripped.
+
+    Example:
+        >>> [relax_exact_match(p, "12") for p in ("12", "1", "112", "")]
+        [True, False, False, False]
+    """
+    if pred in truth and len(pred) >= portion * len(truth):
+        return True
+    if truth in pred and len(truth) >= portion * len(pred):
+        return True
+    return pred.strip() == truth.strip()
+
+
+def lmms_eval_pixmo_count_reasoning(answer: str, target) -> bool:
+    r"""lmms-eval ``pixmo_count_reasoning_process_results``' ``acc_score`` (module docstring).
+
+    Example:
+        >>> [lmms_eval_pixmo_count_reasoning(a, 12) for a in ("<analysis>4 rows of 3</analysis><answer>12</answer>",
+        ...     "\\boxed{12.}", "Counting them: 12", "<answer>12.0</answer>", "<answer>twelve</answer>", "12 cars")]
+        [True, True, True, True, False, False]
+    """
+    truth = _target_text(target).strip()
+    found = _FIRST_INTEGER.search(truth)
+    truth = _simple_parse(found.group() if found else truth)
+    pred = _simple_parse(reasoning_answer(str(answer).strip()).strip())
+    if relax_exact_match(pred, truth):
+        return True
+    # acc_reward's math_verify fallback, on plain numbers (its numeric equality)
+    if _DECIMAL.fullmatch(pred) and _DECIMAL.fullmatch(truth):
+        return float(pred) == float(truth)
+    return False
+
+
 def vlmevalkit_countbenchqa(answer: str, target) -> bool:
     """VLMEvalKit ``CountBenchQA.evaluate``: the target's text is a substring of the answer.
 
@@ -156,6 +266,8 @@ CONVENTIONS: dict[str, Convention] = {c.key: c for c in (
                "countbenchqa_process_results", lmms_eval_countbenchqa),
     Convention("conv_lmms_eval_pixmo_count", "lmms-eval", "lmms_eval/tasks/pixmo_count/utils.py",
                "pixmo_count_process_results", lmms_eval_pixmo_count),
+    Convention("conv_lmms_eval_pixmo_count_reasoning", "lmms-eval", "lmms_eval/tasks/pixmo_count/reasoning/utils.py",
+               "pixmo_count_reasoning_process_results", lmms_eval_pixmo_count_reasoning),
     Convention("conv_vlmevalkit_countbenchqa", "VLMEvalKit", "vlmeval/dataset/image_vqa.py",
                "CountBenchQA.evaluate", vlmevalkit_countbenchqa),
     Convention("conv_vlmevalkit_tallyqa", "VLMEvalKit", "vlmeval/dataset/image_vqa.py",

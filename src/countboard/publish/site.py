@@ -212,9 +212,11 @@ def _ranking_frame(t: RankedTable) -> pd.DataFrame:
 def _paper_tables(reader: IndexReader, fams: dict, datasets: tuple[str, ...]) -> list[tuple[str, str, str, str,
                                                                                              pd.DataFrame]]:
     """(family, key, title, caption, table) of the papers' layouts the board shows: PrACo Tables 1-2 per dataset
-    split and convention, GeckoNum Table 3 and its AUROC ranking."""
+    split and convention, the classic scores of each benchmark (``index.scores_table``), GeckoNum Table 3 and its
+    AUROC ranking."""
     from countboard.index import queries
     from countboard.index.praco_table import CONVENTIONS, praco_caption, praco_table, task_protocols
+    from countboard.index.scores_table import BENCHMARKS, scores_caption, scores_table
     from countboard.index.table3 import auroc_ranking, table3
 
     out = []
@@ -231,6 +233,11 @@ def _paper_tables(reader: IndexReader, fams: dict, datasets: tuple[str, ...]) ->
                     out.append(("counters", slug("praco_table", dataset, split, convention),
                                 f"PrACo Tables 1-2 layout: {dataset} {split} ({convention})",
                                 praco_caption(convention, split, dataset, protocols), frame))
+            scores, shown = scores_table(rows, dataset, split)
+            if shown and not scores.empty:  # some classic run of the benchmark
+                name = BENCHMARKS.get(dataset, (dataset, ()))[0]
+                out.append(("counters", slug("scores_table", dataset, split), f"Classic scores: {name} {split}",
+                            scores_caption(dataset, split), scores))
     if "generator_autometrics" in fams and reader.view_columns("generator_autometrics"):
         rows = reader.df(queries.family_rows("generator_autometrics"))
         if not rows.empty:

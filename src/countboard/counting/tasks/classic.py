@@ -122,7 +122,9 @@ class ClassicCounting(Task):
         if "answer" in answered:  # a model asked in words: its parsed counts and every published convention
             metrics.update(answer_metrics(answered, records, model, errors))
         if {"pred_boxes", "gt_boxes"} <= set(records.columns):
-            metrics.update(detection_metrics(records))
+            detection, detection_units = detection_metrics(records)
+            metrics.update(detection)
+            metrics.update(bootstrap.interval_metrics(detection_units))  # over the images with boxes
         # intervals over the images scored by their counts, and over every answered image
         metrics.update(bootstrap.interval_metrics({**classic_units(pred, gt), **exact}))
         metrics.update(bootstrap.interval_metrics(errors))
@@ -168,19 +170,23 @@ def box_fields(boxes, scores, truth) -> dict[str, list[float]]:
             "gt_boxes": np.asarray(truth, np.float64).reshape(-1).tolist()}
 
 
-def detection_metrics(records: pd.DataFrame) -> dict[str, float]:
-    """``det_ap`` and ``det_ap50`` over the records that hold boxes (``box_fields``), and ``n_det_images``."""
-    from countboard.metrics.detection import detection_ap
+def detection_metrics(records: pd.DataFrame) -> tuple[dict[str, float], dict]:
+    """``det_ap`` and ``det_ap50`` over the records that hold boxes (``box_fields``), and ``n_det_images``; and
+    the two as unit statistics over those images (``metrics.detection.detection_ap_units``), for their intervals."""
+    from countboard.metrics.detection import coco_eval, detection_ap_units, mean_precision
 
     rows = records.dropna(subset=["pred_boxes", "gt_boxes"])
     if rows.empty:
-        return {}
+        return {}, {}
 
     def boxes(column: str) -> list[np.ndarray]:
         return [np.asarray(v, np.float64).reshape(-1, 4) for v in rows[column]]
 
     scores = [np.asarray(v, np.float64).reshape(-1) for v in rows["pred_scores"]]
-    return {**detection_ap(boxes("pred_boxes"), scores, boxes("gt_boxes")), "n_det_images": len(rows)}
+    evaluation = coco_eval(boxes("pred_boxes"), scores, boxes("gt_boxes"))
+    metrics = {"det_ap": mean_precision(evaluation, None), "det_ap50": mean_precision(evaluation, 0.5),
+               "n_det_images": len(rows)}
+    return metrics, detection_ap_units(evaluation)
 
 
 def accuracy_tables(records: pd.DataFrame, cap: float | None) -> dict[str, pd.DataFrame]:
