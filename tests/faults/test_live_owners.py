@@ -33,6 +33,8 @@ def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:
 
 def _runs(store: Path):
     runs = store_runs(store)
+    if "tags.countboard.role" not in runs.columns:  # no run yet
+        return runs.iloc[0:0], runs.iloc[0:0]
     return runs[runs["tags.countboard.role"] == "cell"], runs[runs["tags.countboard.role"] == "sweep"]
 
 
@@ -96,7 +98,7 @@ def _wait_for_running_cell(sweep: subprocess.Popen, tmp_path: Path, timeout: flo
     while time.monotonic() < deadline and sweep.poll() is None:
         if (tmp_path / "store" / "mlflow.db").is_file():
             cells, _ = _runs(tmp_path / "store")
-            if (cells["status"] == "FINISHED").sum() >= 1 and (cells["status"] == "RUNNING").any():
+            if len(cells) and (cells["status"] == "FINISHED").sum() >= 1 and (cells["status"] == "RUNNING").any():
                 return
         time.sleep(0.3)
     raise AssertionError(f"no second cell ran: {(tmp_path / 'sweep.log').read_text()[-3000:]}")
