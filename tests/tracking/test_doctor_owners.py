@@ -97,3 +97,18 @@ def test_a_lease_of_a_live_process_here_is_kept_however_late_its_heartbeat(store
     assert [f.kind for f in diagnose(str(store), ttl_s=30) if f.kind != "index"] == []
     lease.release()  # the cell's run is RUNNING with no lease and no owner record: its owner is gone
     assert [f.kind for f in diagnose(str(store), ttl_s=30) if f.kind != "index"] == ["orphan"]
+
+
+def test_an_owner_record_sent_to_another_process_renews_nothing(store):
+    import pickle
+
+    from countboard.tracking.lease import OwnerHeartbeat
+
+    t = tracker_from_config(OmegaConf.create({"kind": "local", "store_dir": str(store)}))
+    run_id = t.create_run(t.experiment_id("sweeps"), "sweep", {tg.ROLE: tg.ROLE_SWEEP})
+    beat = OwnerHeartbeat(t, run_id, ttl_s=60).start()
+    try:
+        copy = pickle.loads(pickle.dumps(beat))  # a launcher pickles the sweep's callbacks
+        assert copy.run_id == run_id and copy._thread is None and copy._stop.is_set()
+    finally:
+        beat.stop()

@@ -140,6 +140,15 @@ class OwnerHeartbeat:
             except Exception as exc:  # the store is down for a while: the next beat tries again
                 log.warning("owner heartbeat on run %s failed: %s", self.run_id, exc)
 
+    def __getstate__(self) -> dict:
+        """A copy sent to another process (a launcher pickles the sweep's callbacks) renews nothing."""
+        return {"tracker": self.tracker, "run_id": self.run_id, "ttl_s": self.ttl_s}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._stop, self._thread = threading.Event(), None
+        self._stop.set()
+
     def stop(self) -> None:
         """Stop renewing (idempotent); the record stays, naming a process that will soon be gone."""
         self._stop.set()
