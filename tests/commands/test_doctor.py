@@ -15,7 +15,7 @@ from countboard.index import build_index
 from countboard.tracking import store as st
 from countboard.tracking import tags as tg
 from countboard.tracking import tracker_from_config
-from countboard.tracking.lease import HEARTBEAT_TAG, Lease, list_leases
+from countboard.tracking.lease import HEARTBEAT_TAG, HOST_TAG, Lease, list_leases
 
 
 def _broken_store(tmp_path: Path):
@@ -25,7 +25,8 @@ def _broken_store(tmp_path: Path):
     lease = Lease(tracker, exp, "stale-key", ttl_s=60)
     assert lease.acquire()
     lease._stop.set()
-    tracker.set_tags(lease.run_id, {HEARTBEAT_TAG: f"{time.time() - 3600:.3f}"})
+    # a holder on another host that stopped heartbeating (one on this host is live while its process runs)
+    tracker.set_tags(lease.run_id, {HEARTBEAT_TAG: f"{time.time() - 3600:.3f}", HOST_TAG: "another-host"})
     orphan = tracker.create_run(exp, "a · b · c", {tg.ROLE: "cell", "config_hash": "h1"})
     parent = tracker.create_run(exp, "sweep x", {tg.ROLE: "sweep", "sweep_hash": "s"})
     child = tracker.create_run(exp, "a · b · d", {tg.ROLE: "cell", "config_hash": "h2"}, parent)

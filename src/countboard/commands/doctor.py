@@ -6,6 +6,10 @@ owner; RUNNING sweep parents whose children have all ended; cell runs without pa
 files differ from their artifact manifest; artifact folders of runs the store does not know; an index older than
 the store. Without ``--fix`` nothing is changed (dry run). Every repair brings the
 store to a state the checks accept, so a second ``--fix`` finds nothing.
+
+A run a live process owns is never repaired, only named (``[live] … is owned by a live sweep (pid P on host H,
+heartbeat 3 s ago): left as it is``): a cell's live lease, a sweep parent's owner record (``lease.Owner``: a
+process of this host while it exists; of another host while its heartbeat is at most ``--lease-ttl-s`` old).
 """
 
 from __future__ import annotations
@@ -151,45 +155,104 @@ def _recover(db: Path) -> None:
     rewrite_locations(db)  # a recovered copy of a moved store points at its own folder too (one --fix repairs all)
 
 
+#: The kind of a line that names a run a live process owns: said, never repaired, not an inconsistency.
+LIVE = "live"
+
+
+def _left(what: str, owner) -> Finding:
+    return Finding(LIVE, f"{what} is owned by a live {owner[0]} ({owner[1].describe()})", "left as it is",
+                   lambda: None)
+
+
 def _run_findings(tracker, exp_ids: list[str], ttl_s: float) -> list[Finding]:
+    """Expired leases, RUNNING runs whose owner is gone, sweep parents whose children have all ended, finished
+    cells without their config. A run a live process owns (a cell's live lease or owner, a sweep's owner record)
+    is named as such and left; each repair checks again, when it is applied, that no live process owns it."""
     from countboard.tracking import store as st
     from countboard.tracking import tags as tg
-    from countboard.tracking.callbacks import close_parent
-    from countboard.tracking.lease import list_leases, owner_gone
+    from countboard.tracking.lease import Owner, list_leases, owner_gone
 
     out: list[Finding] = []
+    runs = tracker.find_runs(exp_ids, {})  # before the leases: a run RUNNING here had its lease before it ran
     leases = list_leases(tracker, exp_ids)
     live = set()
     for lease in leases:
-        if lease.expired(ttl_s):
+        holder = lease.holder()
+        if lease.expired(ttl_s) and not holder.live(ttl_s):
             out.append(Finding("lease", f"lease on {lease.key} of {lease.owner()} expired", "delete it",
                                lambda r=lease.run_id: tracker.delete_run(r)))
         else:
             live.add(lease.key)
-    runs = tracker.find_runs(exp_ids, {})
+    orphaned = set()
     for run in runs:
         role, name = run.tags.get(tg.ROLE), run.tags.get(tg.RUN_NAME, "")
         if role == tg.ROLE_CELL and run.status == st.RUNNING and run.tags.get(tg.CONFIG_HASH) not in live:
+            owner = Owner.from_run_tags(run.tags)
+            if owner is not None and owner.here() and owner.live(ttl_s):  # its lease is gone, its process is not
+                out.append(_left(f"cell run {run.run_id} ({name})", ("process", owner)))
+                continue
+            orphaned.add(run.run_id)
             out.append(Finding("orphan", f"cell run {run.run_id} ({name}) is RUNNING "
                                "without a live owner", "mark it KILLED (the next sweep resumes it)",
-                               lambda r=run.run_id: _end(tracker, r, st.KILLED, "owner gone; ended by doctor")))
+                               lambda r=run: _end_orphan(tracker, exp_ids, r, ttl_s)))
         if role not in (tg.ROLE_CELL, tg.ROLE_SWEEP, tg.ROLE_LEASE) and run.status == st.RUNNING and owner_gone(run.tags):
             out.append(Finding("orphan", f"run {run.run_id} ({name}) is RUNNING but "
                                f"its process {run.tags.get(tg.OWNER)} is gone", "mark it KILLED",
                                lambda r=run.run_id: _end(tracker, r, st.KILLED, "owner gone; ended by doctor")))
-        if role == tg.ROLE_SWEEP and run.status == st.RUNNING:
-            children = [c for c in runs if c.tags.get(tg.PARENT) == run.run_id]
-            if not any(c.status == st.RUNNING for c in children):
-                out.append(Finding("parent", f"sweep run {run.run_id} is RUNNING but its {len(children)} children "
-                                   "have ended", "end it FINISHED or FAILED with its children",
-                                   lambda r=run.run_id: close_parent(tracker, exp_ids, r, ttl_s)))
         if role == tg.ROLE_CELL and run.status == st.FINISHED:  # a stopped run gets them when the next sweep resumes it
             missing = _missing_config(tracker, run.run_id)
             if missing:
                 out.append(Finding("config", f"cell run {run.run_id} has no {missing}",
                                    "mark it FAILED so that the next sweep of the cell logs it (its units are kept)",
                                    lambda r=run.run_id, m=missing: _end(tracker, r, st.FAILED, f"no {m}")))
+    for run in runs:  # after the cells: a parent is closed once the orphans among its children are ended
+        if run.tags.get(tg.ROLE) != tg.ROLE_SWEEP or run.status != st.RUNNING:
+            continue
+        children = [c for c in runs if c.tags.get(tg.PARENT) == run.run_id]
+        if any(c.status == st.RUNNING and c.run_id not in orphaned for c in children):
+            continue
+        owner = Owner.from_run_tags(run.tags)
+        if owner is not None and owner.live(ttl_s):
+            out.append(_left(f"sweep run {run.run_id}", ("sweep", owner)))
+            continue
+        gone = f" and {owner.why_gone(ttl_s)}" if owner is not None else ""
+        out.append(Finding("parent", f"sweep run {run.run_id} is RUNNING but its {len(children)} children "
+                           f"have ended{gone}", "end it FINISHED or FAILED with its children",
+                           lambda r=run.run_id: _close_parent(tracker, exp_ids, r, ttl_s)))
     return out
+
+
+def _end_orphan(tracker, exp_ids: list[str], run, ttl_s: float) -> None:
+    """Mark the cell run KILLED unless, by now, it ended or a live process claimed its cell (then say so)."""
+    from countboard.tracking import store as st
+    from countboard.tracking import tags as tg
+    from countboard.tracking.lease import list_leases
+
+    status = tracker.get_status(run.run_id)
+    key = run.tags.get(tg.CONFIG_HASH)
+    holders = [lease.holder() for lease in list_leases(tracker, exp_ids, key)] if key else []
+    owner = next((h for h in holders if h.live(ttl_s)), None)
+    if status != st.RUNNING or owner is not None:
+        why = f"is owned by a live process ({owner.describe()})" if owner is not None else f"is {status} by now"
+        print(f"[{LIVE}] cell run {run.run_id} {why}: left as it is")
+        return
+    _end(tracker, run.run_id, st.KILLED, "owner gone; ended by doctor")
+
+
+def _close_parent(tracker, exp_ids: list[str], run_id: str, ttl_s: float) -> None:
+    """Close the sweep's parent run from its children unless, by now, a live sweep owns it (then say so)."""
+    from countboard.tracking import store as st
+    from countboard.tracking.callbacks import close_parent
+    from countboard.tracking.lease import Owner
+
+    run = tracker.client.get_run(run_id)
+    owner = Owner.from_run_tags(run.data.tags)
+    if run.info.status != st.RUNNING or (owner is not None and owner.live(ttl_s)):
+        why = (f"is {run.info.status} by now" if run.info.status != st.RUNNING
+               else f"is owned by a live sweep ({owner.describe()})")
+        print(f"[{LIVE}] sweep run {run_id} {why}: left as it is")
+        return
+    close_parent(tracker, exp_ids, run_id, ttl_s)
 
 
 def _manifest_findings(tracker, found: list[Finding], damaged: str = "recompute") -> list[Finding]:
@@ -253,8 +316,9 @@ def _artifact_findings(tracker, root: Path) -> list[Finding]:
             folder = Path(location)
         if not folder.is_dir() or not folder.resolve().is_relative_to(root.resolve()):
             continue
-        known = tracker.run_ids(exp.experiment_id)
-        for child in sorted(p for p in folder.iterdir() if p.is_dir()):
+        folders = sorted(p for p in folder.iterdir() if p.is_dir())
+        known = tracker.run_ids(exp.experiment_id)  # after the folders: a run starting now is in one or neither
+        for child in folders:
             if child.name in known:
                 continue
             if recovered:
@@ -320,6 +384,10 @@ def diagnose(arg: str | None, db: Path | None = None, ttl_s: float = 60.0, damag
 def run(args: argparse.Namespace) -> int:
     findings = diagnose(args.store, args.db.expanduser().resolve() if args.db else None, args.lease_ttl_s,
                         args.damaged_runs)
+    for f in findings:
+        if f.kind == LIVE:  # a run a live process owns: said, and left to it
+            print(f"[{LIVE}] {f.what}: {f.repair}")
+    findings = [f for f in findings if f.kind != LIVE]
     if not findings:
         print("store is consistent: nothing to repair")
         return 0
@@ -336,7 +404,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for f in findings:
         f.fix()
-    rest = [f for f in diagnose(args.store, args.db, args.lease_ttl_s, args.damaged_runs) if f.kind != "index"]
+    rest = [f for f in diagnose(args.store, args.db, args.lease_ttl_s, args.damaged_runs)
+            if f.kind not in ("index", LIVE)]
     print(f"repaired {len(findings)}; {len(rest)} left" + ("" if not rest else ": " + "; ".join(
         r.line() for r in rest)))
     return 0 if not rest else 1

@@ -62,7 +62,25 @@ def _job_label() -> str:
         return ""
     if not str(hc.mode).endswith("MULTIRUN"):
         return ""
-    return f"job #{hc.job.num} ({' '.join(hc.overrides.task)}): "
+    from countboard.tracking.reach import redact
+
+    return f"job #{hc.job.num} ({' '.join(redact_override(o, redact) for o in hc.overrides.task)}): "
+
+
+def redact_override(override: str, redact) -> str:
+    """``key=URI`` with the URI's password hidden (a store's ``tracking.uri`` on a job's line).
+
+    Example:
+        >>> from countboard.tracking.reach import redact
+        >>> redact_override("tracking.uri=postgresql://u:pw@db/runs", redact)
+        'tracking.uri=postgresql://u:***@db/runs'
+    """
+    key, eq, value = override.partition("=")
+    if not eq or "@" not in value:
+        return override
+    unquoted = value.replace("\\:", ":")  # Hydra's override grammar escapes the colons of a value
+    shown = redact(unquoted)
+    return override if shown == unquoted else f"{key}={shown}"
 
 
 def _app() -> None:

@@ -53,6 +53,7 @@ class SweepCallback(Callback):
         self.experiment_id: str | None = None
         self.pattern = ""
         self.ttl_s = 60.0
+        self.owner = None  # the parent run's owner record (``lease.OwnerHeartbeat``), renewed while the sweep runs
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from countboard.errors import CountboardError, debug_enabled, user_message, write_error
@@ -80,7 +81,7 @@ class SweepCallback(Callback):
 
     def _start(self, config: DictConfig) -> None:
         from countboard.config import validate
-        from countboard.tracking.lease import Lease
+        from countboard.tracking.lease import Lease, OwnerHeartbeat
         from countboard.tracking.store import tracker_from_config
 
         validate(config)  # before the parent run exists
@@ -106,6 +107,7 @@ class SweepCallback(Callback):
             else:
                 self.run_id = self.tracker.create_run(exp_id, _sweep_name(overrides), {
                     tg.ROLE: tg.ROLE_SWEEP, tg.SWEEP_HASH: key, tg.OVERRIDES: " ".join(overrides)[:5000]})
+            self.owner = OwnerHeartbeat(self.tracker, self.run_id, self.ttl_s).start()  # doctor leaves it alone
         atexit.register(self.close)  # a failed cell makes the sweeper raise before on_multirun_end
         os.environ[PARENT_ENV] = self.run_id
         global _open_sweep
@@ -125,6 +127,7 @@ class SweepCallback(Callback):
         """
         global _open_sweep
         _open_sweep = None
+        self.stop_owning()
         if self.tracker is None or self.run_id is None:
             return
         run_id, self.run_id = self.run_id, None
@@ -135,6 +138,12 @@ class SweepCallback(Callback):
             log.warning("sweep run %s not closed: %s", run_id, exc)
             return
         log.info("sweep run %s: %s", run_id, status)
+
+    def stop_owning(self) -> None:
+        """Stop renewing the parent run's owner record (idempotent)."""
+        if self.owner is not None:
+            self.owner.stop()
+            self.owner = None
 
 
 def sweep_jobs(sweeper: Any, arguments: list[str], config_loader: Any) -> list[list[str]]:
@@ -254,6 +263,7 @@ def fail_open_sweep(error: BaseException | None) -> str | None:
         return None
     message = f"{type(error).__name__}: {error}" if error is not None else "the sweep stopped before its end"
     run_id, sweep.run_id = sweep.run_id, None  # its exit-time close() must not set it from its (absent) children
+    sweep.stop_owning()
     try:
         sweep.tracker.set_tags(run_id, {tg.ERROR: message[:5000]})
         outcome = close_parent(sweep.tracker, sweep.tracker.search_experiment_ids(sweep.pattern), run_id,

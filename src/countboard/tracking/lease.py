@@ -36,7 +36,7 @@ HEARTBEAT_TAG, STATE_TAG = tg.LEASE_HEARTBEAT, tg.LEASE_STATE
 DEFAULT_TTL_S = 60.0
 
 
-OWNER_TAG, OWNER_START_TAG = tg.OWNER, tg.OWNER_PID_START
+OWNER_TAG, OWNER_START_TAG, OWNER_HEARTBEAT_TAG = tg.OWNER, tg.OWNER_PID_START, tg.OWNER_HEARTBEAT
 
 
 def owner_tags() -> dict[str, str]:
@@ -50,6 +50,111 @@ def owner_gone(tags: dict[str, str]) -> bool:
     if host != socket.gethostname() or not pid.isdigit():
         return False
     return not pid_alive(int(pid), tags.get(OWNER_START_TAG, ""))
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process that owns a run or a lease, as its tags name it: judged live or gone by one rule.
+
+    On this host the process itself decides: it is live while it exists (its start time tells a reused pid
+    apart), however late its heartbeat. On another host only the heartbeat can: the owner is live while its
+    heartbeat is at most ``ttl_s`` old; without a heartbeat it cannot be proven live.
+    """
+
+    host: str
+    pid: int
+    pid_start: str
+    heartbeat: float | None
+
+    @classmethod
+    def from_run_tags(cls, tags: dict[str, str]) -> Owner | None:
+        """The owner a run's ``owner`` tags name (None when it has none)."""
+        host, _, pid = tags.get(OWNER_TAG, "").rpartition(":")
+        if not host or not pid.isdigit():
+            return None
+        beat = tags.get(OWNER_HEARTBEAT_TAG, "")
+        return cls(host, int(pid), tags.get(OWNER_START_TAG, ""), _seconds(beat))
+
+    def here(self) -> bool:
+        return self.host == socket.gethostname()
+
+    def live(self, ttl_s: float, now: float | None = None) -> bool:
+        """True while the owner provably runs (see the class doc)."""
+        if self.here():
+            return bool(self.pid) and pid_alive(self.pid, self.pid_start)
+        return self.heartbeat is not None and (now or time.time()) - self.heartbeat <= ttl_s
+
+    def describe(self, now: float | None = None) -> str:
+        """``pid P on host H, heartbeat N s ago`` (``no heartbeat`` when it has none)."""
+        beat = ("no heartbeat" if self.heartbeat is None
+                else f"heartbeat {max(0, round((now or time.time()) - self.heartbeat))} s ago")
+        return f"pid {self.pid} on host {self.host}, {beat}"
+
+    def why_gone(self, ttl_s: float, now: float | None = None) -> str:
+        """Why :meth:`live` is False, in words."""
+        if self.here():
+            return f"its process (pid {self.pid} on this host, {self.host}) is gone"
+        if self.heartbeat is None:
+            return f"its owner (pid {self.pid} on host {self.host}) never heartbeated"
+        age = round((now or time.time()) - self.heartbeat)
+        return (f"its owner (pid {self.pid} on host {self.host}) last heartbeated {age} s ago, more than the "
+                f"{ttl_s:g} s --lease-ttl-s")
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+class OwnerHeartbeat:
+    """This process's owner record on a run (``owner`` tags and a heartbeat), renewed every ``ttl_s / 4`` until
+    :meth:`stop`: ``countboard doctor`` leaves a RUNNING run with a live owner as it is.
+
+    Args:
+        tracker: The store.
+        run_id: The run this process owns (a sweep's parent run).
+        ttl_s: An owner on another host whose heartbeat is older than this is taken as gone.
+    """
+
+    def __init__(self, tracker, run_id: str, ttl_s: float = DEFAULT_TTL_S):
+        self.tracker, self.run_id, self.ttl_s = tracker, run_id, float(ttl_s)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def beat(self) -> None:
+        """Write the owner record now (the whole record: another process of the same sweep may have replaced it)."""
+        self.tracker.set_tags(self.run_id, {**owner_tags(), OWNER_HEARTBEAT_TAG: f"{time.time():.3f}"})
+
+    def start(self) -> OwnerHeartbeat:
+        self.beat()
+        self._thread = threading.Thread(target=self._run, name=f"owner-{self.run_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ttl_s / 4):
+            try:
+                self.beat()
+            except Exception as exc:  # the store is down for a while: the next beat tries again
+                log.warning("owner heartbeat on run %s failed: %s", self.run_id, exc)
+
+    def __getstate__(self) -> dict:
+        """A copy sent to another process (a launcher pickles the sweep's callbacks) renews nothing."""
+        return {"tracker": self.tracker, "run_id": self.run_id, "ttl_s": self.ttl_s}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._stop, self._thread = threading.Event(), None
+        self._stop.set()
+
+    def stop(self) -> None:
+        """Stop renewing (idempotent); the record stays, naming a process that will soon be gone."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +182,11 @@ class LeaseInfo:
 
     def owner(self) -> str:
         return f"{self.host}:{self.pid}"
+
+    def holder(self) -> Owner:
+        """The lease's owner, judged by ``Owner``'s rule (``doctor``: a live process of this host keeps its lease
+        however late its heartbeat; claims use :meth:`expired`, which also takes over a frozen one)."""
+        return Owner(self.host, self.pid, self.pid_start, self.heartbeat or None)
 
 
 def list_leases(tracker, experiment_id: str | list[str], key: str | None = None) -> list[LeaseInfo]:

@@ -59,6 +59,8 @@ SWEEP_HASH, OVERRIDES, N_CHILDREN, N_FAILED_CHILDREN = "sweep_hash", "overrides"
 
 # --- ownership: the process that writes a run, leases, imports --------------------------------------------------
 OWNER, OWNER_PID_START = "owner", "owner.pid_start"
+#: When the owner of a sweep's parent run last said it is alive (seconds since the epoch; ``tracking.lease``).
+OWNER_HEARTBEAT = "owner.heartbeat"
 LEASE_KEY, LEASE_HOST, LEASE_PID, LEASE_PID_START = "lease.key", "lease.host", "lease.pid", "lease.pid_start"
 LEASE_HEARTBEAT, LEASE_STATE = "lease.heartbeat", "lease.state"
 IMPORT_HOST, IMPORT_PID = "import_host", "import_pid"
