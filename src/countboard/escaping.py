@@ -14,9 +14,8 @@ One rule per destination, and this module is its only owner; the board and every
 - ``latex``: LaTeX table cells: ``\\ & % $ # _ { } ~ ^`` as their text commands.
 - ``csv_cell`` / ``csv_frame``: spreadsheet exports. A text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or
   a carriage return would be read as a formula by a spreadsheet (CSV injection); it gets a leading ``'``, as
-  spreadsheet programs and OWASP's advice do. Numbers are left as they are, and so are a number written as text
-  (``-0.5``, which a spreadsheet reads as that number) and a one-character cell (a table's mark such as ``=`` for
-  "not significant" or ``-`` for "none": no formula has a body of nothing).
+  spreadsheet programs and OWASP's advice do. Numbers are left as they are, and so is a one-character cell (a
+  table's mark such as ``=`` for "not significant" or ``-`` for "none": no formula has a body of nothing).
 - ``slug``: a file name or a LaTeX ``\\label`` made from store text: letters, digits and ``. _ : -`` kept, any
   other run of characters one ``-`` (a ``}`` or ``%`` in a label would end it and let the rest be read as LaTeX).
 
@@ -107,20 +106,12 @@ def csv_cell(value: Any) -> Any:
     """A text cell that a spreadsheet would read as a formula, with a leading ``'``; anything else as it is.
 
     Example:
-        >>> csv_cell("=cmd|' /C calc'!A0"), csv_cell("-0.5"), csv_cell("="), csv_cell("-x")
-        ("'=cmd|' /C calc'!A0", '-0.5', '=', "'-x")
+        >>> csv_cell("=cmd|' /C calc'!A0"), csv_cell("-1"), csv_cell("="), csv_cell(-1)
+        ("'=cmd|' /C calc'!A0", "'-1", '=', -1)
     """
-    if isinstance(value, str) and len(value) > 1 and value.startswith(FORMULA_STARTS) and not _is_number(value):
+    if isinstance(value, str) and len(value) > 1 and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return text.strip() == text
 
 
 def slug(text: Any) -> str:

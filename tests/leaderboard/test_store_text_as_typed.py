@@ -99,8 +99,7 @@ def _cells(text: str) -> list[str]:
 
 def _assert_neutral(text: str) -> None:
     for cell in _cells(text):
-        if len(cell) > 1 and cell.startswith(FORMULA_STARTS):
-            float(cell)  # only a number written as text may start so (else the cell must begin with ')
+        assert len(cell) <= 1 or not cell.startswith(FORMULA_STARTS), cell  # a one-character mark is no formula
 
 
 def test_paper_table_exports_neutralise_the_names(hostile_index):
