@@ -26,6 +26,7 @@ import streamlit as st
 import data
 import labels as label_store
 import widgets
+from countboard.escaping import md_code
 from countboard.tracking.tags import CLASSIFIER
 
 LABELS_DIR_ENV = "COUNTBOARD_TEXT_LABELS_DIR"
@@ -102,7 +103,7 @@ def log_to_run(run_id: str, path: Path) -> None:
         copy = Path(tmp) / LOGGED_NAME
         shutil.copyfile(path, copy)
         tracker.add_to_ended_run(run_id, copy, "annotations")
-    st.success(f"Logged annotations/{LOGGED_NAME} to run {run_id}; run `countboard index --scan` to see it in the "
+    st.success(f"Logged {md_code(f'annotations/{LOGGED_NAME}')} to run {md_code(run_id)}; run `countboard index --scan` to see it in the "
                "index.")
 
 
@@ -129,11 +130,11 @@ def main() -> None:
     run_id, annot, n = widgets.run_picker(runs, "Texts", DEFAULT_TEXTS, "annotate_text")
     samples = data.read_table(run_id, SAMPLES)
     if samples is None:
-        st.error(f"`{SAMPLES}` of run {run_id} is not readable here; rebuild the index with `countboard index`.")
+        st.error(f"`{SAMPLES}` of run {md_code(run_id)} is not readable here; rebuild the index with `countboard index`.")
         return
     labels = run_labels(run_id, samples)
     if not labels:
-        st.error(f"Run {run_id} logs no labels (`dataset.labels`) and its samples no requested labels.")
+        st.error(f"Run {md_code(run_id)} logs no labels (`dataset.labels`) and its samples no requested labels.")
         return
     path = label_file(run_id)
     if not annot:

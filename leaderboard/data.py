@@ -1,12 +1,16 @@
 """The leaderboard's data: a cached read-only connection to the DuckDB index and the queries the pages run.
 
 Nothing connects at import time. The connection and query results are cached per version of the index file
-(inode and modification time), so a ``countboard index`` that swaps in a new file is picked up on the next rerun.
+(inode, size and modification time), so a ``countboard index`` that swaps in a new file is picked up on the next
+rerun. An index that cannot be read under a running board (damaged, truncated, deleted, locked by a writer, of
+another schema) is one line on the page naming its path and the command that rebuilds it (``index_problem``,
+``query``); the connection is dropped and the next rerun reads the file as it is then.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,12 +91,33 @@ def compare_url(run_ids: list[str], experiment_ids: list[str]) -> str:
     return ui_address.compare_url(mlflow_ui_base(), run_ids, experiment_ids)
 
 
-def _version(path: Path) -> tuple[int, int] | None:
+#: What a query raises when the index file, not the query, is at fault: damaged or truncated bytes (DuckDB's base
+#: ``Error`` for a block whose checksum does not match), a lock held by a writer, a file that is no DuckDB
+#: database, missing tables of another schema. A query's own mistakes (``ParserException``, ``BinderException``…)
+#: are not among them: they stay errors of the page.
+_NOT_THE_INDEX = (duckdb.ParserException, duckdb.SyntaxException, duckdb.BinderException,
+                  duckdb.NotImplementedException, duckdb.TypeMismatchException, duckdb.InvalidTypeException,
+                  duckdb.ConversionException, duckdb.OutOfRangeException, duckdb.InterruptException)
+_LOCKED = "could not set lock"
+_KNOWN_STORES: dict[str, str] = {}  # index path -> the store it was last read from (for the rebuild command)
+# index path -> (file version, line): a version whose reads failed (not for a lock, which its writer releases), so
+# that its line stays on every page until the file changes, and pages stop trying to read it
+_FAILED: dict[str, tuple[tuple[int, int, int], str]] = {}
+
+
+def index_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the index file cannot be read (rather than a query being wrong)."""
+    return isinstance(exc, duckdb.Error) and not isinstance(exc, _NOT_THE_INDEX)
+
+
+def _version(path: Path) -> tuple[int, int, int] | None:
+    """The file's identity (inode, size, modification time): a rebuild swapping in a new file, a file replaced,
+    truncated or written over all change it, and with it every cache key below."""
     try:
         st_ = path.stat()
     except FileNotFoundError:
         return None
-    return st_.st_ino, st_.st_mtime_ns
+    return st_.st_ino, st_.st_size, st_.st_mtime_ns
 
 
 def index_exists() -> bool:
@@ -100,39 +125,97 @@ def index_exists() -> bool:
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _schema_version(path: str, version: tuple[int, int]) -> str | None:
+def _index_meta(path: str, version: tuple[int, int, int]) -> dict[str, str]:
+    """The index's ``meta`` table; raises (and caches nothing) when the file cannot be read, so a lock that is
+    released or a file repaired under the same identity is read again on the next rerun."""
     cur = _connection(path, version).cursor()
     try:
         use_index(cur)
-        row = cur.execute("SELECT value FROM meta WHERE key = ?", ["schema_version"]).fetchone()
-        return row[0] if row else None
-    except duckdb.Error:
-        return None
+        return dict(cur.execute("SELECT key, value FROM meta").fetchall())
     finally:
         cur.close()
 
 
+def rebuild_command(full: bool = True) -> str:
+    """The ``countboard index`` line that rebuilds this board's index from its store: the store ``countboard
+    leaderboard`` names (``$COUNTBOARD_STORE``), else the one the index was last read from, else the default."""
+    path = db_path()
+    store = os.environ.get(address.STORE_ENV) or _KNOWN_STORES.get(str(path))
+    try:
+        addr = address.parse(store) if store else address.resolve()
+        where = str(addr.folder) if addr.is_embedded else addr.uri
+    except (CountboardError, ValueError):
+        where = store
+    args = ["countboard", "index", *(["--full"] if full else []), *(["--store", where] if where else []),
+            "--db", str(path)]
+    return shlex.join(args)
+
+
+def unreadable_line(path: Path, exc: BaseException) -> str:
+    """One line for an index that cannot be read: where it is, what DuckDB said, the command that rebuilds it."""
+    said = md(" ".join(str(exc).split())[:160])
+    if _LOCKED in str(exc).lower():
+        return (f"The index {md_code(path)} is locked by another process that writes it ({said}): this page reads "
+                f"it again once that process ends; if none should be writing it, rebuild it with "
+                f"{md_code(rebuild_command())}, then reload this page.")
+    kind = type(exc).__name__
+    return (f"The index {md_code(path)} cannot be read ({'' if kind == 'Error' else kind + ': '}{said}): rebuild it with "
+            f"{md_code(rebuild_command())}, then reload this page.")
+
+
+def _drop_connections() -> None:
+    """Forget every open connection and cached answer: the next read opens the file as it is then."""
+    _connection.clear()
+    _index_meta.clear()
+
+
 def index_problem() -> str | None:
-    """Why the index cannot be read by this version of the app (None when it can, or when there is none)."""
+    """Why the index cannot be read now (one line naming its path and the command that rebuilds it), None when
+    it can be or when there is none (``index_exists``)."""
     path = db_path()
     version = _version(path)
     if version is None:
         return None
-    found = _schema_version(str(path), version)
+    failed = _FAILED.get(str(path))
+    if failed and failed[0] == version:
+        return failed[1]
+    try:
+        meta = _index_meta(str(path), version)
+    except duckdb.Error as exc:
+        _drop_connections()
+        if isinstance(exc, duckdb.CatalogException):  # a DuckDB file without the index's tables
+            meta = {}
+        else:
+            return unreadable_line(path, exc)
+    if meta.get("store_uri"):
+        _KNOWN_STORES[str(path)] = meta["store_uri"]
+    found = meta.get("schema_version")
     if found != str(ddl.SCHEMA_VERSION):
-        return (f"The index `{path}` has schema version {found or 'unknown'}, this leaderboard reads version "
-                f"{ddl.SCHEMA_VERSION}. Rebuild it with `countboard index` (or start `countboard leaderboard` "
-                "without `--no-index`), then reload.")
+        return (f"The index {md_code(path)} has schema version {md(found or 'unknown')}, this leaderboard reads "
+                f"version {ddl.SCHEMA_VERSION}: rebuild it with {md_code(rebuild_command())} (or start "
+                "`countboard leaderboard` without `--no-index`), then reload this page.")
     return None
 
 
+def board_problem() -> str | None:
+    """What stands between the board and its index now: ``missing_line`` or ``index_problem``, None when the
+    index can be read."""
+    return index_problem() if index_exists() else missing_line()
+
+
+def missing_line() -> str:
+    """One line for a board whose index file is not there (never built, or deleted under it)."""
+    return (f"There is no index at {md_code(db_path())}: build it from the store with "
+            f"{md_code(rebuild_command(full=False))}, then reload this page.")
+
+
 @st.cache_resource(max_entries=2, show_spinner=False)
-def _connection(path: str, version: tuple[int, int]):
+def _connection(path: str, version: tuple[int, int, int]):
     return connect_readonly(path)
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def _query(path: str, version: tuple[int, int], sql: str, params: tuple) -> pd.DataFrame:
+def _query(path: str, version: tuple[int, int, int], sql: str, params: tuple) -> pd.DataFrame:
     cur = _connection(path, version).cursor()
     try:
         use_index(cur)
@@ -142,12 +225,27 @@ def _query(path: str, version: tuple[int, int], sql: str, params: tuple) -> pd.D
 
 
 def query(sql: str, params: tuple = ()) -> pd.DataFrame:
-    """Rows of ``sql`` with bound ``params``; an empty frame when there is no index yet."""
+    """Rows of ``sql`` with bound ``params``; an empty frame when there is no index yet.
+
+    When the index cannot be read (damaged, truncated, locked, replaced by a file of other tables under the page),
+    the page shows the one line of ``index_problem`` in place of what it was drawing, and stops there; the
+    connection is dropped, so the next rerun opens the file as it is then.
+    """
     path = db_path()
     version = _version(path)
     if version is None or index_problem():
         return pd.DataFrame()
-    return _query(str(path), version, sql, tuple(params))
+    try:
+        return _query(str(path), version, sql, tuple(params))
+    except duckdb.Error as exc:
+        if not index_error(exc):
+            raise
+        _drop_connections()
+        line = unreadable_line(path, exc)
+        if _LOCKED not in str(exc).lower():
+            _FAILED[str(path)] = (version, line)
+        st.warning(line)
+        st.stop()
 
 
 # --- schema-driven helpers ------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import streamlit as st
 import annotate_text
 import data
 import widgets
-from countboard.escaping import md
+from countboard.escaping import md, md_code
 from countboard.numeracy.annotation import (
     IMAGES_ZIP,
     SAMPLE_TABLE,
@@ -58,7 +58,7 @@ def log_to_run(run_id: str, model: str, store: LabelStore) -> None:
     from countboard.numeracy.annotation import log_labels
 
     path = log_labels(data.open_indexed_store(), run_id, store, model)
-    st.success(f"Logged {path} to run {run_id}; run `countboard index --scan` to see it in the index.")
+    st.success(f"Logged {md_code(path)} to run {md_code(run_id)}; run `countboard index --scan` to see it in the index.")
 
 
 def save_answer(run_id: str, model: str, item: dict, annot: str, store: LabelStore) -> None:
@@ -76,7 +76,7 @@ def question_form(run_id: str, model: str, item: pd.Series, annot: str, store: L
     if image is not None:
         cols[0].image(image, caption=f"Image {item.image_id}")
     else:
-        cols[0].info(f"Image {item.image_id} is not in {IMAGES_ZIP}.")
+        cols[0].info(f"Image {md(item.image_id)} is not in {md_code(IMAGES_ZIP)}.")
     with cols[1].form(key="annotate_form", clear_on_submit=True):
         st.markdown(f"**{md(item.question)}**")
         st.text_input("Answer (a number, a word, a range such as 2-3, or 10+)", key="annotate_answer")

@@ -8,7 +8,7 @@ import data
 import family
 import queries
 import widgets
-from countboard.escaping import md
+from countboard.escaping import md, slug
 from countboard.index.praco_table import (
     CONVENTIONS,
     praco_caption,
@@ -55,7 +55,7 @@ def paper_table() -> None:
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"Method": st.column_config.TextColumn("Method", pinned=True)})
     left, right = st.columns(2)
-    name = f"praco_{dataset}_{split}_{convention}"
+    name = slug(f"praco_{dataset}_{split}_{convention}")  # store text in a file name and a LaTeX label
     left.download_button("CSV", table_csv(table), f"{name}.csv", mime="text/csv", key="praco_table_csv")
     right.download_button("LaTeX", table_latex(table, caption), f"{name}.tex", mime="application/x-tex",
                           key="praco_table_tex")
@@ -79,11 +79,11 @@ def classic_scores_table() -> None:
                               key="scores_table_split")
     table, columns = scores_table(rows, dataset, split)
     caption = scores_caption(dataset, split)
-    st.caption(caption)
+    st.caption(md(caption))  # names the dataset: store text
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"Method": st.column_config.TextColumn("Method", pinned=True)})
     left, right = st.columns(2)
-    name = f"classic_{dataset}_{split}"
+    name = slug(f"classic_{dataset}_{split}")
     left.download_button("CSV", table_csv(table, columns), f"{name}.csv", mime="text/csv", key="scores_table_csv")
     right.download_button("LaTeX", table_latex(table, caption, f"tab:{name}", columns), f"{name}.tex",
                           mime="application/x-tex", key="scores_table_tex")

@@ -14,7 +14,10 @@ One rule per destination, and this module is its only owner; the board and every
 - ``latex``: LaTeX table cells: ``\\ & % $ # _ { } ~ ^`` as their text commands.
 - ``csv_cell`` / ``csv_frame``: spreadsheet exports. A text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or
   a carriage return would be read as a formula by a spreadsheet (CSV injection); it gets a leading ``'``, as
-  spreadsheet programs and OWASP's advice do. Numbers are left as they are.
+  spreadsheet programs and OWASP's advice do. Numbers are left as they are, and so is a one-character cell (a
+  table's mark such as ``=`` for "not significant" or ``-`` for "none": no formula has a body of nothing).
+- ``slug``: a file name or a LaTeX ``\\label`` made from store text: letters, digits and ``. _ : -`` kept, any
+  other run of characters one ``-`` (a ``}`` or ``%`` in a label would end it and let the rest be read as LaTeX).
 
 Example:
     >>> md("[ds](javascript:alert(2))")
@@ -42,6 +45,7 @@ _LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029]+")
 _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
           "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 _LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX))
+_SLUG_OUT = re.compile(r"[^A-Za-z0-9._:-]+")
 #: First characters a spreadsheet reads as the start of a formula.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -99,10 +103,25 @@ def latex(text: Any) -> str:
 
 
 def csv_cell(value: Any) -> Any:
-    """A text cell that a spreadsheet would read as a formula, with a leading ``'``; anything else as it is."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    """A text cell that a spreadsheet would read as a formula, with a leading ``'``; anything else as it is.
+
+    Example:
+        >>> csv_cell("=cmd|' /C calc'!A0"), csv_cell("-1"), csv_cell("="), csv_cell(-1)
+        ("'=cmd|' /C calc'!A0", "'-1", '=', -1)
+    """
+    if isinstance(value, str) and len(value) > 1 and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
+
+
+def slug(text: Any) -> str:
+    """``text`` for a file name or a LaTeX ``\\label`` (see the module docstring).
+
+    Example:
+        >>> slug("classic_[ds](javascript:alert(2))_test"), slug("a}\\input{x}%")
+        ('classic_-ds-javascript:alert-2-_test', 'a-input-x-')
+    """
+    return _SLUG_OUT.sub("-", "" if text is None else str(text))
 
 
 def csv_frame(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:

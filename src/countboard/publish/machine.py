@@ -39,14 +39,18 @@ def dumps(data) -> str:
 
 
 def table_csv(frame: pd.DataFrame) -> str:
-    """CSV of ``frame``: the columns as they are, floats in their shortest exact form, missing values empty.
+    """CSV of ``frame``: the columns as they are, floats in their shortest exact form, missing values empty; a text
+    cell a spreadsheet would read as a formula (a model named ``=cmd|…``) with a leading ``'``
+    (``countboard.escaping.csv_frame``; the JSON beside it keeps every name as typed).
 
     Example:
         >>> table_csv(pd.DataFrame({"a": [1.5, float("nan")], "b": ["x", None]}))
         'a,b\\n1.5,x\\n,\\n'
     """
+    from countboard.escaping import csv_frame
+
     buf = io.StringIO()
-    frame.to_csv(buf, index=False, lineterminator="\n")
+    csv_frame(frame).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
 
