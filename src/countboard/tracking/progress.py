@@ -61,7 +61,9 @@ class CellState:
 
     @property
     def label(self) -> str:
-        return self.name or self.overrides or f"job #{self.num}"
+        """The cell's run name, else (a job that failed before naming it) its overrides, where results go left out."""
+        kept = " ".join(o for o in self.overrides.split() if not o.lstrip("+~").startswith(("tracking", "hydra")))
+        return self.name or kept or f"job #{self.num}"
 
     def seconds(self, now: float) -> float:
         return (self.end if self.end is not None else now) - self.start
@@ -231,7 +233,8 @@ def summary(cells: list[CellState], jobs: list[str], elapsed: float, now: float)
             cell = CellState(**{**asdict(cell), "state": KILLED, "end": now, "reason": "stopped while running"})
         rows.append(cell)
     names = [c.label for c in rows]
-    labels = [f"{c.label} ({c.overrides})" if names.count(c.label) > 1 and c.overrides else c.label for c in rows]
+    labels = [_cut(f"{c.label} ({c.overrides})" if names.count(c.label) > 1 and c.overrides else c.label, 80)
+              for c in rows]
     count = {state: sum(c.state == state for c in rows) for state in (*ENDED, NOT_RUN)}
     outcome = ", ".join(f"{n} {state.lower()}" for state, n in count.items() if n or state in (FINISHED, FAILED))
     table = [("#", "cell", "status", "time", "run id")] + [
@@ -243,8 +246,12 @@ def summary(cells: list[CellState], jobs: list[str], elapsed: float, now: float)
     failures = [(c, label) for c, label in zip(rows, labels) if c.state == FAILED]
     if failures:
         lines.append("failed:")
-        lines += [f"  #{c.num} {label}: {c.reason or 'no reason recorded'}" for c, label in failures]
+        lines += [f"  #{c.num} {label}: {_cut(c.reason or 'no reason recorded', 400)}" for c, label in failures]
     return lines
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 class _Console:
@@ -280,7 +287,7 @@ class _Console:
         if self.partial or not self.line:
             return
         width = max(shutil.get_terminal_size((100, 24)).columns - 1, 10)  # the last column would wrap
-        line = self.line if len(self.line) <= width else self.line[:width - 1] + "…"
+        line = _cut(self.line, width)
         self.stream.write(_CLEAR + line)
         self.stream.flush()
         self.shown = True
