@@ -3,8 +3,9 @@
 Cells run in the launcher's worker processes, so they tell the process that launched the multirun where they are
 through a status folder of the sweep (``STATUS_ENV``): each job keeps one small JSON file there,
 ``cell-<job number>.json`` (its cell, state, start and end times, run id, units done, a failure's reason),
-replaced atomically on every change; a job in a local worker process (``RELAY_ENV``) also writes its output to
-``cell-<job number>.log`` there. The launching process reads the folder a few times a second and draws::
+replaced atomically on every change; a job in a local worker process (``RELAY_ENV``) also writes its stdout and
+stderr to ``cell-<job number>.out`` and ``.err`` there. The launching process reads the folder a few times a
+second and draws, on its stdout (errors keep stderr to themselves)::
 
     sweep 1/4 cells: 1 finished, 0 failed, 0 skipped, 2 running | 41s elapsed, ~1m10s left | #1 oracle · … 16/24
 
@@ -73,8 +74,9 @@ def _status_path(folder: Path, num: int) -> Path:
     return folder / f"cell-{num}.json"
 
 
-def log_path(folder: Path, num: int) -> Path:
-    return folder / f"cell-{num}.log"
+def log_path(folder: Path, num: int, fd: int) -> Path:
+    """Where job ``num`` writes its descriptor ``fd`` (1: stdout, 2: stderr)."""
+    return folder / f"cell-{num}.{'out' if fd == 1 else 'err'}"
 
 
 class CellReport:
@@ -122,23 +124,25 @@ def job_report(num: int, overrides: list[str]) -> CellReport | None:
 
 @contextlib.contextmanager
 def relayed_output(report: CellReport | None, here: bool) -> Iterator[None]:
-    """Send this process's stdout and stderr (the descriptors: every library's output) to the job's log file in
-    the status folder while the job runs, for the launching process to write above its line; a no-op for a job
-    run in the launching process itself (``here``), without a status folder, or on a remote launcher."""
+    """Send this process's stdout and stderr (the descriptors: every library's output) to the job's two files in
+    the status folder while the job runs, for the launching process to write above its line, each on its stream;
+    a no-op for a job run in the launching process itself (``here``), without a status folder, or on a remote
+    launcher."""
     if report is None or here or os.environ.get(RELAY_ENV) != "1":
         yield
         return
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:
-        fd = os.open(log_path(report.folder, report.cell.num), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fds = [os.open(log_path(report.folder, report.cell.num, target), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                       0o644) for target in (1, 2)]
     except OSError:
         yield
         return
     saved = os.dup(1), os.dup(2)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    for target, fd in zip((1, 2), fds):
+        os.dup2(fd, target)
+        os.close(fd)
     try:
         yield
     finally:
@@ -341,14 +345,15 @@ class SweepProgress:
         folder: The status folder (emptied at start).
         jobs: The multirun's cells as overrides, by job number.
         lanes: How many cells the launcher runs at once (for the time left).
-        stream: Where the line and the summary go (stderr).
+        stream: Where the line and the summary go (stdout).
         tty: Redraw the line in place (default: whether ``stream`` is a terminal); else print a line per ended cell.
     """
 
     def __init__(self, folder: Path, jobs: list[str], lanes: int = 1, stream: TextIO | None = None,
                  tty: bool | None = None, interval_s: float = 0.2):
         self.folder, self.jobs, self.lanes = Path(folder), list(jobs), max(int(lanes), 1)
-        self.stream = stream or sys.stderr
+        self.stream = stream or sys.stdout
+        self.err = sys.stderr if stream is None else stream
         self.tty = self.stream.isatty() if tty is None else tty
         self.interval_s = interval_s
         self.t0 = time.time()
@@ -393,16 +398,17 @@ class SweepProgress:
             with contextlib.suppress(Exception):  # a vanished file, a closed stream: the next tick tries again
                 self.tick()
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, stream: TextIO | None = None) -> None:
+        stream = stream or self.stream
         if self._console is not None:
-            self._console.write(self.stream, text)
+            self._console.write(stream, text)
         else:
-            self.stream.write(text)
-            self.stream.flush()
+            stream.write(text)
+            stream.flush()
 
     def _relay(self) -> None:
         """Write the workers' new complete output lines (what a terminal would show of a ``\\r``-redrawn one)."""
-        for path in sorted(self.folder.glob("cell-*.log")):
+        for path in sorted([*self.folder.glob("cell-*.out"), *self.folder.glob("cell-*.err")]):
             start = self._offsets.get(path, 0)
             try:
                 with path.open("rb") as f:
@@ -420,7 +426,7 @@ class SweepProgress:
             shown = [line.rsplit("\r", 1)[-1] for line in lines]
             shown = [line for line in shown if line.strip()]
             if shown:
-                self._write("".join(line + "\n" for line in shown))
+                self._write("".join(line + "\n" for line in shown), self.err if path.suffix == ".err" else None)
 
     def tick(self) -> None:
         with self._lock:
@@ -453,7 +459,7 @@ class SweepProgress:
             self.tick()
         for path, rest in list(self._partial.items()):
             if rest.strip():
-                self._write(rest.rsplit("\r", 1)[-1] + "\n")
+                self._write(rest.rsplit("\r", 1)[-1] + "\n", self.err if path.suffix == ".err" else None)
         self._partial.clear()
         if self._console is not None:
             self._console.clear()
