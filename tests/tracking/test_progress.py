@@ -143,7 +143,7 @@ def test_on_a_terminal_other_lines_are_written_above_the_line(tmp_path, monkeypa
     # every write clears the line first and draws it again after a complete line; the line fits the width
     drawn = [part.split("\n")[0] for part in text.split(pg._CLEAR)[1:]]
     assert [d for d in drawn if d and not d.startswith("sweep")] == ["a log line"]
-    assert [len(d) for d in drawn if LINE.match(d)] and all(len(d) <= 59 for d in drawn if LINE.match(d))
+    assert [len(d) for d in drawn if LINE.match(d)] and all(len(d) <= 57 for d in drawn if LINE.match(d))
     rows = text.replace(pg._CLEAR, "\n").splitlines()
     assert "a log line" in rows and not any("a log line" in r and "sweep" in r for r in rows)
     assert re.search(r"0\s+a{80}\s+KILLED", text)
@@ -189,7 +189,7 @@ def test_a_sweep_to_a_file_prints_a_line_per_cell_and_a_summary(tmp_path):
     rows = lines[summary_at + 2:summary_at + 4]
     assert re.match(r"^  0  oracle · synthetic_shapes · praco_negative · first 6\s+FINISHED\s+\d+s\s+" + run_id,
                     rows[0]), rows
-    assert re.match(r"^  1  model=story_procedural_good .*max_samples=6\s+FAILED\s+\d+s\s+-$", rows[1]), rows
+    assert re.match(r"^  1  model=story_procedural_good .*\s+FAILED\s+\d+s\s+-$", rows[1]), rows
     assert "tracking.store_dir" not in rows[1]
     assert lines[summary_at + 4] == "failed:"
     assert re.match(r"^  #1 model=story_procedural_good .*: task=praco_negative takes a counter; "
@@ -249,3 +249,30 @@ def test_a_sweep_on_a_terminal_shows_one_line_redrawn_in_place(tmp_path):
 
 def _quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
+
+
+def test_a_worker_job_writes_its_stdout_and_stderr_to_the_status_folder(tmp_path, monkeypatch, capfd):
+    report = CellReport(tmp_path, 2, ["model=a"])
+    monkeypatch.setenv(pg.RELAY_ENV, "1")
+    with pg.relayed_output(report, here=False):
+        os.write(1, b"out of the job\n")
+        os.write(2, b"error: of the job\n")
+    os.write(1, b"after\n")
+    assert pg.log_path(tmp_path, 2, 1).read_text() == "out of the job\n"
+    assert pg.log_path(tmp_path, 2, 2).read_text() == "error: of the job\n"
+    assert capfd.readouterr().out == "after\n"  # the descriptors are given back
+    with pg.relayed_output(report, here=True):  # a job of the launching process writes where it writes
+        os.write(1, b"here\n")
+    assert capfd.readouterr().out == "here\n"
+
+
+def test_lanes_follow_the_launcher():
+    from omegaconf import OmegaConf
+
+    from countboard.tracking.callbacks import _lanes
+
+    assert _lanes(OmegaConf.create({"n_jobs": 2}), 5) == 2
+    assert _lanes(OmegaConf.create({"n_jobs": -1}), 500) == os.cpu_count()
+    assert _lanes(OmegaConf.create({"n_jobs": 8}), 3) == 3  # no more lanes than cells
+    assert _lanes(OmegaConf.create({"gpus": "0,1"}), 5) == 2
+    assert _lanes(OmegaConf.create({}), 5) == 1  # Hydra's basic launcher: one cell at a time

@@ -173,7 +173,7 @@ def _start_progress(config: DictConfig) -> None:
                                                         loader)]
     launcher = config.hydra.launcher
     target = str(launcher.get("_target_", ""))
-    start_progress(Path(config.hydra.sweep.dir) / STATUS_DIR, jobs, _lanes(launcher, len(jobs) or 1),
+    start_progress(Path(config.hydra.sweep.dir).resolve() / STATUS_DIR, jobs, _lanes(launcher, len(jobs) or 1),
                    relay=any(name in target for name in _LOCAL_LAUNCHERS))
 
 

@@ -290,7 +290,8 @@ class _Console:
     def _draw(self) -> None:
         if self.partial or not self.line:
             return
-        width = max(shutil.get_terminal_size((100, 24)).columns - 1, 10)  # the last column would wrap
+        # two columns spare: the last would wrap, and so would the terminal's echo of a Ctrl-C (^C)
+        width = max(shutil.get_terminal_size((100, 24)).columns - 3, 10)
         line = _cut(self.line, width)
         self.stream.write(_CLEAR + line)
         self.stream.flush()
