@@ -90,8 +90,20 @@ def test_debug_shows_everything(restored_logging, monkeypatch):
     assert logging.getLogger("arviz").level == logging.NOTSET
 
 
-#: A line of the platform's own: a ``countboard`` logger's line or Hydra's launcher report of a multirun.
-OWN_LINE = re.compile(r"^\[[\d\-:, ]+\]\[(countboard(\.[\w.]+)?|HYDRA)\]")
+def test_verbose_shows_everything_without_debugging(restored_logging, monkeypatch):
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+    monkeypatch.setenv(quiet.VERBOSE_ENV, "1")
+    logging.getLogger("hydra_plugins.hydra_joblib_launcher").setLevel(logging.NOTSET)
+    assert quiet.silence() is False
+    assert logging.getLogger("hydra_plugins.hydra_joblib_launcher").level == logging.NOTSET
+    monkeypatch.setenv(quiet.VERBOSE_ENV, "0")
+    assert quiet.silence() is True  # joblib's `Joblib.Parallel(…) is launching` line is off again
+    assert not logging.getLogger("hydra_plugins.hydra_joblib_launcher._core").isEnabledFor(logging.INFO)
+
+
+#: A line of the platform's own: a ``countboard`` logger's line, Hydra's report of a multirun's parent run, the
+#: sweep's progress line or its summary (``countboard.tracking.progress``).
+OWN_LINE = re.compile(r"^(\[[\d\-:, ]+\]\[(countboard(\.[\w.]+)?|HYDRA)\]|sweep \d+/\d+ cells: |sweep summary: |  )")
 
 
 @pytest.mark.slow

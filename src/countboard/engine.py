@@ -13,8 +13,8 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,8 @@ class Progress:
     """Where a job is, for the one line that names a store which stopped answering.
 
     ``step`` is what the job is asking of the store (None while the task computes: an error then is the task's),
-    ``saved`` and ``total`` the units checkpointed in the store and those the run covers.
+    ``saved`` and ``total`` the units checkpointed in the store and those the run covers, ``run_id`` the cell's
+    run once open; ``report``, if set, is called with this object after every change (a sweep's progress line).
     """
 
     name: str = ""
@@ -62,6 +63,13 @@ class Progress:
     step: str | None = "opening it"
     saved: int = 0
     total: int = 0
+    run_id: str | None = None
+    report: Callable[[Progress], None] | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        object.__setattr__(self, key, value)
+        if key != "report" and self.__dict__.get("report") is not None:
+            self.report(self)
 
     def lost_store(self, exc: BaseException) -> str | None:
         """One line when ``exc`` says the store stopped answering during a step of the job, else None.
@@ -263,8 +271,10 @@ def _open_cell(cfg: DictConfig) -> tuple[Cell, Any]:
     return Cell(cfg, tracker, fingerprint), dataset
 
 
-def run_job(cfg: DictConfig) -> str | None:
+def run_job(cfg: DictConfig, report: Callable[[Progress], None] | None = None) -> str | None:
     """Run one cell. Returns the run id, or None when skipped (finished, or owned by another process).
+
+    ``report`` is called with the job's ``Progress`` after each change of it (its cell, step, units, run id).
 
     Raises:
         WriteError: A file system refused a write anywhere in the job (the store's database or artifacts, a
@@ -274,7 +284,7 @@ def run_job(cfg: DictConfig) -> str | None:
             timed-out request, a lost database connection): one line naming the store, the step and what to do;
             the units checkpointed before stay in the store and the rerun resumes from them.
     """
-    progress = Progress(uri=_config_uri(cfg.get("tracking")))
+    progress = Progress(uri=_config_uri(cfg.get("tracking")), report=report)
     try:
         return _run_job(cfg, progress)
     except Exception as exc:
@@ -302,7 +312,7 @@ def _run_job(cfg: DictConfig, progress: Progress) -> str | None:
             progress.step = "starting its run"
             if not cell.open_run(cell.family):
                 return None
-            progress.step = None
+            progress.step, progress.run_id = None, cell.run_id
             batching = Batching(cfg.batch_size, cell.device)
             ctx = RunContext(device=cell.device, seed=int(cfg.seed), batch_size=batching.size, batching=batching,
                              work_dir=Path(work_dir), progress=bool(cfg.progress),

@@ -9,7 +9,8 @@ bundled encoder) that Hydra's or the CLI's logging would show, and Hugging Face'
 
 ``silence()`` filters exactly these warnings (category and message) and raises exactly these loggers to WARNING,
 so any other warning still reaches the user, and ``tests/test_quiet.py`` fails when a new one appears in a sweep.
-With ``COUNTBOARD_DEBUG=1`` (``countboard --debug``) nothing is filtered. Entry points call it first
+With ``COUNTBOARD_DEBUG=1`` (``countboard --debug``) or ``COUNTBOARD_VERBOSE=1`` (``countboard-sweep -v``: every
+library's lines, without the tracebacks of debugging) nothing is filtered. Entry points call it first
 (``cli.main``, ``countboard-sweep``) and again in each job, whose process may be a fresh worker.
 
 To silence another library's line: add its warning (category, the start of its message as a regular expression)
@@ -41,6 +42,11 @@ LOGGERS: tuple[str, ...] = (
     "mlflow.store.db.utils",  # "Creating initial MLflow database tables" / "Updating database tables"
     "alembic",  # the schema migrations behind the lines above
     "sentence_transformers",  # "Loading SentenceTransformer model from <path>" (the bundled MiniLM)
+    # a multirun's launch report: joblib's `Joblib.Parallel(n_jobs=2,backend=loky,…) is launching 2 jobs`, the
+    # sweep's output folder and each job's overrides, which the sweep's progress line and summary give
+    "hydra_plugins.hydra_joblib_launcher",
+    "hydra_plugins.hydra_submitit_launcher",
+    "hydra._internal.core_plugins.basic_launcher",
 )
 
 #: Hugging Face's progress bars (transformers' "Loading weights" bar on every model load, downloads): off when
@@ -51,14 +57,21 @@ OFFLINE_ENV = "HF_HUB_OFFLINE"
 #: MLflow's "Downloading artifacts" bar, drawn for every artifact the platform reads back (``compare`` reads each
 #: cell's small tables): off unless the user set it.
 MLFLOW_PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+#: Set (``countboard-sweep -v``) to let every library's lines through, in every job of a sweep.
+VERBOSE_ENV = "COUNTBOARD_VERBOSE"
+
+
+def verbose_enabled() -> bool:
+    """True when ``COUNTBOARD_VERBOSE`` asks for every library's lines."""
+    return os.environ.get(VERBOSE_ENV, "").lower() not in ("", "0", "false", "no")
 
 
 def silence() -> bool:
-    """Filter ``WARNINGS`` and quieten ``LOGGERS`` in this process, unless debugging; True when it did.
+    """Filter ``WARNINGS`` and quieten ``LOGGERS`` in this process, unless debugging or verbose; True when it did.
 
     Idempotent: a second call adds no duplicate filter.
     """
-    if debug_enabled():
+    if debug_enabled() or verbose_enabled():
         return False
     for category, message in WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 from countboard.config import Config, TrackingConf, quote_values, unreadable_override
 from countboard.errors import DEBUG_ENV, debug_enabled, user_message
 from countboard.paths import conf_dir
-from countboard.quiet import silence
+from countboard.quiet import VERBOSE_ENV, silence
 from countboard.tracking.address import TRACKING_URI_ENV
+from countboard.tracking.progress import (FAILED, FINISHED, KILLED, SKIPPED, CellReport, finish_progress, job_report,
+                                          relayed_output)
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -109,15 +111,45 @@ def _job(cfg: DictConfig) -> str | None:
         # with it: the cell's run is resumed by the rerun); the launchers' own initializers say so sooner
         die_with_parent()
     silence()  # again after Hydra's logging setup, and in a launcher's fresh worker process
-    try:
-        return run_job(cfg)
-    except Exception as exc:
-        message = user_message(exc)
-        if message is None or debug_enabled():
+    report = _job_report()
+    if report is not None:  # the sweep's one line shows the cell's units: no bar of its own
+        cfg.progress = False
+    shown_on = _stderr_id()  # a job's output relayed to the sweep's terminal is shown there
+    with relayed_output(report, here=os.environ.get(SWEEP_PID_ENV) == str(os.getpid())):
+        try:
+            run_id = run_job(cfg, report)
+        except Exception as exc:
+            message = user_message(exc)
+            if message is None or debug_enabled():
+                if report is not None:
+                    report.end(FAILED, reason=_first_line(f"{type(exc).__name__}: {exc}"))
+                raise
+            line = f"error: {_job_label()}{message}"
+            print(line, file=sys.stderr, flush=True)
+            if report is not None:
+                report.end(FAILED, reason=message)
+            raise CellError(line, shown_on) from None
+        except BaseException:
+            if report is not None:
+                report.end(KILLED, reason="stopped while running")
             raise
-        line = f"error: {_job_label()}{message}"
-        print(line, file=sys.stderr, flush=True)
-        raise CellError(line, _stderr_id()) from None
+    if report is not None:
+        report.end(FINISHED if run_id else SKIPPED, run_id,
+                   "" if run_id else "finished before, or running in another process")
+    return run_id
+
+
+def _job_report() -> CellReport | None:
+    """The status file of this job when it is a job of a multirun whose launching process draws its line."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return None
+    if not str(hc.mode).endswith("MULTIRUN"):
+        return None
+    return job_report(int(hc.job.num), list(hc.overrides.task))
 
 
 def _quiet_failed_cells() -> None:
@@ -289,6 +321,7 @@ def sweep_help() -> str:
               "options:",
               "  -m, --multirun   a job per combination of comma-separated values (hydra/launcher=joblib: in parallel)",
               "  --cfg job        print the config the overrides compose, and exit",
+              "  -v, --verbose    let every library's lines through (launch reports, warnings, INFO lines)",
               "  --hydra-help     Hydra's own options (launchers, output folders, shell completion)",
               "  -h, --help       this help",
               "", "Errors print one line; COUNTBOARD_DEBUG=1 (or HYDRA_FULL_ERROR=1) shows Hydra's report and the "
@@ -311,6 +344,9 @@ def main() -> None:
     if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
         print(sweep_help())
         return
+    if any(arg in ("-v", "--verbose") for arg in sys.argv[1:]):  # every library's lines, in every job
+        sys.argv[1:] = [arg for arg in sys.argv[1:] if arg not in ("-v", "--verbose")]
+        os.environ[VERBOSE_ENV] = "1"
     message = unknown_key(sys.argv[1:])
     if message:
         print(f"error: {message}", file=sys.stderr)
@@ -338,7 +374,10 @@ def main() -> None:
     from countboard.tracking.callbacks import SweepRefused, fail_open_sweep
 
     try:
-        _app()
+        try:
+            _app()
+        finally:  # the multirun's summary, however it ended (Hydra calls no callback when a cell failed)
+            finish_progress()
     except SweepRefused as refused:  # nothing was launched or created
         print(refused, file=sys.stderr)
         sys.exit(2)

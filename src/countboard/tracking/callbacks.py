@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import json
 import logging
@@ -71,13 +72,13 @@ class SweepCallback(Callback):
             self._start(config)
         except Exception as exc:
             written = write_error(exc, st.config_folder(config.get("tracking")))
-            if written is not None and not debug_enabled():  # every job meets it and says so in its own line
-                log.info("the sweep's parent run was not created: %s", written)
-                return
-            message = user_message(exc)
-            if message is None or debug_enabled():
-                raise
-            raise SweepError(f"error: {message}") from None
+            if written is None or debug_enabled():
+                message = user_message(exc)
+                if message is None or debug_enabled():
+                    raise
+                raise SweepError(f"error: {message}") from None
+            log.info("the sweep's parent run was not created: %s", written)  # every job says so in its own line
+        _start_progress(config)
 
     def _start(self, config: DictConfig) -> None:
         from countboard.config import validate
@@ -117,7 +118,10 @@ class SweepCallback(Callback):
         (sweep_dir / PARENT_FILE).write_text(self.run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from countboard.tracking.progress import finish_progress
+
         self.close()
+        finish_progress()
 
     def close(self) -> None:
         """End the parent run with its children: FINISHED when all finished, FAILED otherwise (idempotent).
@@ -144,6 +148,42 @@ class SweepCallback(Callback):
         if self.owner is not None:
             self.owner.stop()
             self.owner = None
+
+
+#: Launchers whose jobs run in local processes that write on this process's terminal (their output is relayed).
+_LOCAL_LAUNCHERS = ("joblib", "countboard_launcher.gpu_launcher")
+
+
+def _lanes(launcher: Any, n_cells: int) -> int:
+    """How many cells ``launcher`` runs at once: joblib's ``n_jobs`` (``-1``: every core), the local GPU
+    launcher's GPUs, a SLURM array's parallelism; 1 for Hydra's basic launcher."""
+    for key in ("n_jobs", "array_parallelism"):
+        value = launcher.get(key)
+        if isinstance(value, int):
+            n = value if value > 0 else (os.cpu_count() or 1) + 1 + value
+            return max(1, min(n, n_cells))
+    gpus = launcher.get("gpus")
+    if gpus is not None:
+        return max(1, min(len(str(gpus).strip("[]").split(",")), n_cells))
+    return 1
+
+
+def _start_progress(config: DictConfig) -> None:
+    """Start the multirun's progress line (``countboard.tracking.progress``) in this, the launching, process."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from countboard.tracking.progress import STATUS_DIR, start_progress
+
+    jobs: list[str] = []
+    if GlobalHydra.instance().is_initialized():
+        loader = GlobalHydra.instance().config_loader()
+        with contextlib.suppress(Exception):  # a grid Hydra cannot expand fails in its own jobs
+            jobs = [" ".join(job) for job in sweep_jobs(config.hydra.sweeper, list(config.hydra.overrides.task),
+                                                        loader)]
+    launcher = config.hydra.launcher
+    target = str(launcher.get("_target_", ""))
+    start_progress(Path(config.hydra.sweep.dir).resolve() / STATUS_DIR, jobs, _lanes(launcher, len(jobs) or 1),
+                   relay=any(name in target for name in _LOCAL_LAUNCHERS))
 
 
 def sweep_jobs(sweeper: Any, arguments: list[str], config_loader: Any) -> list[list[str]]:
