@@ -11,25 +11,32 @@ from countboard.counting.models.shapecount_recipes import RECIPES, TRAIN_EPOCHS,
 
 
 def run(args: argparse.Namespace) -> int:
-    from countboard.counting.models.shapecount_train import TrainConfig, train_recipe, trained_before  # torch
+    from countboard.counting.models.shapecount_train import TrainConfig, train_recipes, trained_before  # torch
     from countboard.tracking.address import resolve
     from countboard.tracking.trained import log_checkpoint
 
     data_dir = Path(args.data_dir or os.environ.get("COUNTBOARD_DATA_DIR", "data"))
     dataset_root = Path(args.dataset_root) if args.dataset_root else data_dir / "synthetic_shapes"
     recipes = list(RECIPES) if args.recipe == "both" else [args.recipe]
+    todo, kept = [], {}
     for recipe in recipes:
         cfg = TrainConfig(recipe=recipe, epochs=args.epochs, seed=args.seed, threads=args.threads)
         out = local_checkpoint_path(data_dir, recipe)
         info = None if args.retrain else trained_before(dataset_root, cfg, out)
         if info is not None:
-            path = out
-            print(f"shapecount_{recipe}: {path} was trained with these settings on this data (loss "
+            kept[recipe] = (out, info)
+            print(f"shapecount_{recipe}: {out} was trained with these settings on this data (loss "
                   f"{info['final_loss']:.4f}); kept (--retrain trains it again)")
         else:
-            path, info = train_recipe(dataset_root, cfg, out)
+            todo.append((cfg, out))
+    trained = dict(zip([cfg.recipe for cfg, _ in todo], train_recipes(dataset_root, todo, args.jobs), strict=True))
+    for recipe in recipes:
+        if recipe in trained:
+            path, info = trained[recipe]
             print(f"shapecount_{recipe}: {path} (loss {info['final_loss']:.4f}, {info['train_seconds']:.0f} s "
                   f"wall, {info['train_cpu_seconds']:.0f} s CPU, {info['n_train_images']} images)")
+        else:
+            path, info = kept[recipe]
         if not args.no_mlflow:
             run_id = log_checkpoint(path, f"shapecount_{recipe}", info, args.store, force=args.force)
             where = resolve(args.store).uri
@@ -49,7 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="synthetic_shapes root (default <data-dir>/synthetic_shapes; generated when absent)")
     p.add_argument("--epochs", type=int, default=TRAIN_EPOCHS)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads of each training")
+    p.add_argument("--jobs", type=int, default=2,
+                   help="recipes trained at the same time, one process each (--recipe both)")
     store_argument(p, creates=True)
     p.add_argument("--no-mlflow", action="store_true", help="only write the local checkpoint")
     p.add_argument("--force", action="store_true", help="log a new run even if identical settings were logged")

@@ -254,3 +254,20 @@ def test_aware_recipe_beats_naive_on_praco(tmp_path_factory):
         metrics[recipe] = found
     assert metrics["aware"]["nmn"] < metrics["naive"]["nmn"]
     assert metrics["aware"]["cnt_precision"] > metrics["naive"]["cnt_precision"]
+
+
+def test_recipes_trained_in_parallel_processes_equal_those_trained_in_turn(tiny_shapes, tmp_path):
+    """Two processes of one thread each give the weights of the same trainings run one after the other here."""
+    from countboard.counting.models import shapecount_train
+
+    todo = [(TrainConfig(recipe=r, epochs=2, batch_size=4), tmp_path / mode / f"{r}.pt")
+            for mode in ("turn", "parallel") for r in ("naive", "aware")]
+    turn = shapecount_train.train_recipes(tiny_shapes, todo[:2], processes=1)
+    parallel = shapecount_train.train_recipes(tiny_shapes, todo[2:], processes=2)
+    for (p_turn, i_turn), (p_par, i_par) in zip(turn, parallel, strict=True):
+        assert i_turn["final_loss"] == i_par["final_loss"] and i_turn["config"] == i_par["config"]
+        a, b = torch.load(p_turn, weights_only=True), torch.load(p_par, weights_only=True)
+        assert a["state_dict"].keys() == b["state_dict"].keys()
+        assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+        assert torch.equal(a["text_embeddings"], b["text_embeddings"])
+    assert turn[0][1]["recipe"] == "naive" and turn[1][1]["recipe"] == "aware"
