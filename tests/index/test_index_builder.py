@@ -228,13 +228,24 @@ def test_default_update_is_quick_between_scans_and_scans_when_one_is_due(tmp_pat
     client.set_terminated(old, end_time=long_ago + 1000)
     db = tmp_path / "index.duckdb"
     assert build_index(uri, db).rebuilt  # a rebuild is a scan
-    client.log_batch(old, metrics=[Metric("cnt_f1", 0.9, long_ago + 2000, 1)])  # an edit of a long-ended run
+    # a metric logged into a long-ended run: a row written since the last listing, seen by a quick update
+    client.log_batch(old, metrics=[Metric("cnt_f1", 0.9, long_ago + 2000, 1)])
     quick = build_index(uri, db)
-    assert (quick.mode, quick.updated, quick.written) == ("quick", 0, False)  # not seen between scans
-    assert _q(db, "SELECT cnt_f1 FROM counters").cnt_f1.iloc[0] == pytest.approx(0.4)
+    assert (quick.mode, quick.updated, quick.written) == ("quick", 1, True)
+    assert _q(db, "SELECT cnt_f1 FROM counters").cnt_f1.iloc[0] == pytest.approx(0.9)
+    # an edit in place (a param's value rewritten in the table) writes no new row: not seen between scans
+    con = __import__("sqlite3").connect(tmp_path / "s" / "mlflow.db")
+    con.execute("INSERT INTO params (key, value, run_uuid) VALUES ('lr', '0.1', ?)", (old,))
+    con.commit()
+    assert build_index(uri, db).updated == 1
+    con.execute("UPDATE params SET value = '0.2' WHERE run_uuid = ? AND key = 'lr'", (old,))
+    con.commit()
+    con.close()
+    quick = build_index(uri, db)
+    assert (quick.mode, quick.updated, quick.written) == ("quick", 0, False)
     due = build_index(uri, db, scan_every_s=0)
     assert (due.mode, due.updated) == ("scan", 1)
-    assert _q(db, "SELECT cnt_f1 FROM counters").cnt_f1.iloc[0] == pytest.approx(0.9)
+    assert _q(db, "SELECT value FROM params WHERE key = 'lr'").value.iloc[0] == "0.2"
     assert build_index(uri, db).mode == "quick"  # the scan just ran
     # a writer whose clock is far behind: runs stamped long ago, one still running and one ended now, are found
     behind = client.create_run(exp, tags={"family": "counters", "model": "b"}, start_time=long_ago).info.run_id

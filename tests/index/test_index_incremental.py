@@ -36,7 +36,7 @@ def _tables(db) -> dict[str, pd.DataFrame]:
                                 "AND table_name = ? ORDER BY column_index", [name]).fetchall()
             frame = con.execute(f'SELECT * FROM "{name}" ORDER BY ALL').df()
             if name == "meta":  # when it was built differs
-                frame = frame[~frame.key.isin(["indexed_at", "listed_ms"])].reset_index(drop=True)
+                frame = frame[~frame.key.isin(["indexed_at", "listed_ms", "store_marks"])].reset_index(drop=True)
             out[name] = (types, frame)
         out["views"] = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()
         return out

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from countboard.index import ddl, source
@@ -73,6 +74,7 @@ class _Previous:
     schema_hash: str = ""
     listed_ms: int = 0
     scanned_ms: int = 0
+    marks: dict | None = None  # an SQLite store's rowid marks at the last listing written (``source.store_marks``)
 
 
 def _schema_hash() -> str:
@@ -100,20 +102,31 @@ def _read_previous(db_path: Path, store_uri: str) -> _Previous | None:
                      meta.get("schema_version"), meta.get("store_uri"), ddl.SCHEMA_VERSION, store_uri)
             return None
         prev = _Previous(schema_hash=meta.get("schema_hash", ""), listed_ms=int(meta.get("listed_ms", 0)),
-                         scanned_ms=_read_scanned(db_path, store_uri))
-        for run_id, fp, status, exp, end in con.execute(
-                "SELECT run_id, fingerprint, status, experiment_id, epoch_ms(end_time) FROM runs").fetchall():
-            prev.fingerprints[run_id] = fp
-            prev.experiment_of[run_id] = exp
-            prev.end_of[run_id] = end
-            if status == "RUNNING":
-                prev.running.add(run_id)
+                         scanned_ms=_read_scanned(db_path, store_uri), marks=_marks(meta.get("store_marks")))
+        # column by column: no Python tuple per run (300,000 of them in a lab's year)
+        cols = con.execute("SELECT run_id, fingerprint, experiment_id, epoch_ms(end_time) AS end_ms, "
+                           "status = 'RUNNING' AS running FROM runs").fetchnumpy()
+        ids = cols["run_id"].tolist()
+        prev.fingerprints = dict(zip(ids, cols["fingerprint"].tolist(), strict=True))
+        prev.experiment_of = dict(zip(ids, cols["experiment_id"].tolist(), strict=True))
+        ends = np.ma.asarray(cols["end_ms"])  # masked where end_time is NULL
+        prev.end_of = dict(zip(ids, [None if m else int(v) for v, m in zip(
+            ends.filled(0).tolist(), np.ma.getmaskarray(ends).tolist(), strict=True)], strict=True))
+        prev.running = {r for r, run in zip(ids, cols["running"].tolist(), strict=True) if run}
         return prev
     except duckdb.Error as exc:
         log.warning("index %s is not readable as schema %s (%s); rebuilding it", db_path, ddl.SCHEMA_VERSION, exc)
         return None
     finally:
         con.close()
+
+
+def _marks(text: str | None) -> dict | None:
+    try:
+        marks = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return marks if isinstance(marks, dict) else None
 
 
 def _scan_file(db_path: Path) -> Path:
@@ -217,21 +230,24 @@ def build_index(store_uri: str, db_path: str | os.PathLike, *, full: bool = Fals
             update = "scan"
         elif update == "auto":
             update = "quick" if listed_ms - prev.scanned_ms < scan_every_s * 1000 else "scan"
-        stats.mode = update
         experiments = source.list_experiments(client)
-        current, changed, removed = _diff(client, prev, [str(e.experiment_id) for e in experiments],
-                                          stats.rebuilt, update == "quick", store_uri)
+        current, changed, removed, update = _diff(client, prev, [str(e.experiment_id) for e in experiments],
+                                                  stats.rebuilt, update == "quick", store_uri)
+        stats.mode = update
         stats.runs = len(current)
         stats.added = sum(rid not in prev.fingerprints for rid in changed.runs)
         stats.updated = len(changed.runs) - stats.added
         stats.removed = len(removed)
         schema_hash = _schema_hash()
-        if changed.runs or removed or stats.rebuilt or schema_hash != prev.schema_hash:
+        # a scan that found nothing else to change records the store's marks when the index has none that hold,
+        # so that the next quick update can tell what was written since
+        new_marks = update == "scan" and changed.marks is not None and changed.marks != prev.marks
+        if changed.runs or removed or stats.rebuilt or schema_hash != prev.schema_hash or new_marks:
             if not stats.rebuilt:
                 prev.latest = _latest_points(db_path, [r for r in changed.runs if r in prev.fingerprints])
             frames = _details(client, store_uri, changed, prev, stats, history, list_artifacts)
             _write(db_path, store_uri, schema_hash, experiments, changed, removed, frames,
-                   incremental=not stats.rebuilt, listed_ms=listed_ms,
+                   incremental=not stats.rebuilt, listed_ms=listed_ms, marks=changed.marks,
                    all_views=stats.rebuilt or schema_hash != prev.schema_hash)
             stats.written = True
         if update == "scan":
@@ -254,14 +270,20 @@ def _audit(store_uri: str, client, stats: IndexStats) -> None:
 
 
 def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, quick: bool,
-          store_uri: str | None = None) -> tuple[set[str], Listing, list[str]]:
-    """(ids of all active runs, the listing of the runs to (re)index, ids to drop).
+          store_uri: str | None = None) -> tuple[set[str], Listing, list[str], str]:
+    """(ids of all active runs, the listing of the runs to (re)index, ids to drop, ``"scan"`` or ``"quick"``: what
+    was done).
 
     By default every active run is listed and compared by fingerprint; runs no longer listed are dropped. A quick
-    update lists only runs started or ended since the last listing (less a margin for clock skew between writers),
-    runs still running and runs that were running then; deletions come from the store's deleted runs and from
-    experiments that are no longer active. It misses later edits of runs that had already ended (a tag set from
-    the UI, a metric logged into a finished run) and runs deleted for good by ``mlflow gc``.
+    update lists only runs that can have changed since the last listing, runs still running and runs that were
+    running then; deletions come from the store's deleted runs and from experiments that are no longer active.
+    Of an SQLite store, what changed is told by its rowids (``source.list_runs_sqlite``), never by a clock: runs
+    created since, and runs with a metric, tag or param row written since, whatever the clock of the host that
+    wrote them; when the rows the last listing marked have moved (``mlflow gc``, ``VACUUM``) the update is a scan.
+    Of a server, the runs started or ended since the last listing by our clock, less ``CLOCK_SKEW_MS``: a writer
+    whose clock is further behind is seen by the next scan. A quick update misses edits in place of runs that
+    had already ended (a tag's value changed from the UI, a run restored from deleted; of a server, also a metric
+    logged into a finished run) and runs deleted for good by ``mlflow gc``.
     """
     folder = store_folder(store_uri)
 
@@ -274,20 +296,27 @@ def _diff(client, prev: _Previous, experiment_ids: list[str], rebuild: bool, qui
         return listed.only([rid for rid, r in listed.runs.items() if prev.fingerprints.get(rid) != r.fingerprint
                             or rid in prev.running or r.status == "RUNNING"])
 
-    if rebuild or not quick:
+    def scan() -> tuple[set[str], Listing, list[str], str]:
         listed = source.list_runs(client, experiment_ids, store_uri=store_uri)
-        return set(listed.runs), to_read(listed), sorted(set(prev.fingerprints) - set(listed.runs))
+        return set(listed.runs), to_read(listed), sorted(set(prev.fingerprints) - set(listed.runs)), "scan"
+
+    if rebuild or not quick:
+        return scan()
     since = prev.listed_ms - CLOCK_SKEW_MS
     # runs that were running, and runs whose artifacts could not be listed last time (empty fingerprint)
     retry = prev.running | {rid for rid, fp in prev.fingerprints.items() if not fp}
-    listed = source.list_changed_runs(client, experiment_ids, since, sorted(retry), store_uri=store_uri)
-    deleted = (set(source.list_runs(client, experiment_ids, deleted=True, store_uri=store_uri).runs)
-               if prev.fingerprints else set())
+    try:
+        listed = source.list_changed_runs(client, experiment_ids, since, sorted(retry), store_uri=store_uri,
+                                          marks=prev.marks)
+    except source.MarksMoved:
+        log.info("the store's rows have moved since the last index (or it has no marks): comparing every run")
+        return scan()
+    deleted = source.deleted_run_ids(client, experiment_ids, store_uri) if prev.fingerprints else set()
     active_exps = set(experiment_ids)
     removed = sorted(rid for rid, exp in prev.experiment_of.items()
                      if (rid in deleted or exp not in active_exps) and rid not in listed.runs)
     current = (set(prev.fingerprints) - set(removed)) | set(listed.runs)
-    return current, to_read(listed), removed
+    return current, to_read(listed), removed, "quick"
 
 
 def _ms(values) -> pd.Series:
@@ -379,7 +408,7 @@ def _details(client, store_uri: str, changed: Listing, prev: _Previous, stats: I
 
 def _write(db_path: Path, store_uri: str, schema_hash: str, experiments: list, changed: Listing,
            removed: list[str], frames: dict[str, pd.DataFrame], *, incremental: bool, listed_ms: int,
-           all_views: bool = True) -> None:
+           marks: dict | None = None, all_views: bool = True) -> None:
     """Apply the changes to a copy of the index in one transaction, then swap the copy in (``all_views``: rebuild
     every family's tables, else only those of the families of the changed and removed runs)."""
     tmp = db_path.with_name(f"{db_path.name}.tmp-{os.getpid()}")
@@ -392,7 +421,7 @@ def _write(db_path: Path, store_uri: str, schema_hash: str, experiments: list, c
             for stmt in ddl.create_tables_sql():
                 con.execute(stmt)
             con.execute("BEGIN TRANSACTION")
-            _apply(con, store_uri, schema_hash, experiments, changed, removed, frames, listed_ms, all_views)
+            _apply(con, store_uri, schema_hash, experiments, changed, removed, frames, listed_ms, marks, all_views)
             con.execute("COMMIT")
             con.execute("CHECKPOINT")
         finally:
@@ -417,7 +446,8 @@ def _remove(path: Path) -> None:
 
 
 def _apply(con, store_uri: str, schema_hash: str, experiments: list, changed: Listing,
-           removed: list[str], frames: dict[str, pd.DataFrame], listed_ms: int, all_views: bool = True) -> None:
+           removed: list[str], frames: dict[str, pd.DataFrame], listed_ms: int, marks: dict | None = None,
+           all_views: bool = True) -> None:
     # the runs whose rows go: those of the changed runs the index holds, and the removed ones
     held = [r for (r,) in con.execute("SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
                                       [list(changed.runs) + list(removed)]).fetchall()]
@@ -450,9 +480,11 @@ def _apply(con, store_uri: str, schema_hash: str, experiments: list, changed: Li
     _write_views(con, affected)
     for name in ("stale_runs", "changed_runs"):
         con.unregister(name)
-    meta = pd.DataFrame({"key": ["schema_version", "store_uri", "schema_hash", "indexed_at", "listed_ms"],
+    meta = pd.DataFrame({"key": ["schema_version", "store_uri", "schema_hash", "indexed_at", "listed_ms",
+                                 "store_marks"],
                          "value": [str(ddl.SCHEMA_VERSION), store_uri, schema_hash,
-                                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), str(listed_ms)]},
+                                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), str(listed_ms),
+                                   json.dumps(marks) if marks else ""]},
                         dtype=object)
     _replace(con, "meta", meta)
 

@@ -107,6 +107,7 @@ class Listing:
 
     runs: dict[str, RunSnapshot]
     metrics: pd.DataFrame
+    marks: dict | None = None  # of an SQLite store: its rowid marks as of the listing (``store_marks``)
 
     def __post_init__(self) -> None:
         digests = metric_digests(self.metrics)
@@ -116,7 +117,7 @@ class Listing:
     def only(self, run_ids) -> Listing:
         """The listing of ``run_ids`` (those listed)."""
         keep = [r for r in run_ids if r in self.runs]
-        return Listing({r: self.runs[r] for r in keep}, self.metrics[self.metrics["run_id"].isin(keep)])
+        return Listing({r: self.runs[r] for r in keep}, self.metrics[self.metrics["run_id"].isin(keep)], self.marks)
 
     @staticmethod
     def join(parts: list[Listing]) -> Listing:
@@ -211,16 +212,60 @@ def sqlite_file(store_uri: str | None) -> str | None:
     return str(db) if db is not None else None
 
 
+#: The tables of an SQLite store whose rowids mark what a listing saw. SQLite gives a new row (these tables have no
+#: INTEGER PRIMARY KEY) the rowid one above the largest, so while the largest marked row is still there, rows with a
+#: larger rowid were written after the listing, whatever clock their writer had.
+MARK_TABLES = ("runs", "metrics", "tags", "params")
+
+
+def store_marks(con) -> dict[str, list]:
+    """``table -> [rowid, run_uuid, key]`` of the last row of each of ``MARK_TABLES`` (``[0, None, None]`` when
+    empty), read on an open SQLite connection."""
+    out = {}
+    for table in MARK_TABLES:
+        key = "NULL" if table == "runs" else "key"
+        row = con.execute(f"SELECT rowid, run_uuid, {key} FROM {table} ORDER BY rowid DESC LIMIT 1").fetchone()
+        out[table] = list(row) if row else [0, None, None]
+    return out
+
+
+def marks_hold(con, marks: dict) -> bool:
+    """Whether the rows ``marks`` name are still where they were: then every row written since has a larger rowid.
+    False when one is gone or moved (``mlflow gc`` deleted it, a ``VACUUM`` renumbered the table): rowids may have
+    been given again, and only a listing of every run tells what changed."""
+    for table in MARK_TABLES:
+        mark = marks.get(table)
+        if not isinstance(mark, list) or len(mark) != 3:
+            return False
+        rowid, run_uuid, key = mark
+        if not rowid:
+            continue
+        got = con.execute(f"SELECT run_uuid, {'NULL' if table == 'runs' else 'key'} FROM {table} WHERE rowid = ?",
+                          [int(rowid)]).fetchone()
+        if got is None or list(got) != [run_uuid, key]:
+            return False
+    return True
+
+
+class MarksMoved(Exception):
+    """The rows an index's marks name are no longer where they were (``marks_hold``)."""
+
+
 def list_runs_sqlite(db_file: str, experiment_ids: list[str], deleted: bool = False, *,
-                     changed_since: int | None = None, also: list[str] = ()) -> Listing:
+                     written_after: dict | None = None, also: list[str] = (), since_ms: int | None = None
+                     ) -> Listing:
     """``list_runs`` without a filter, read straight from the tables of an SQLite store: the same snapshots as
     ``MlflowClient.search_runs`` builds (info from ``runs``, tags, params, and each metric's latest point from
     ``latest_metrics``), without building MLflow's ORM objects and entities, which cost about 30 s per 10,000
     runs of 100 metrics; the metrics come as one frame, read in one statement. One read transaction, so a sweep
-    writing meanwhile is seen before or after a write, never halfway.
+    writing meanwhile is seen before or after a write, never halfway. The listing carries the store's marks
+    (``store_marks``) as of that transaction.
 
-    ``changed_since`` (epoch ms) lists only the active runs ``list_changed_runs`` lists: started or ended since
-    then, still running, or in ``also``.
+    ``written_after`` (marks of an earlier listing) lists only the active runs that can have changed since it, told
+    by the store's own rowids, not by any clock: runs created since, runs with a metric, tag or param row written
+    since, runs still running, runs in ``also``, and, as a hint for edits in place that write no new row (a tag
+    rewritten when a run's files change), runs started or ended since ``since_ms`` by their own clocks. Raises
+    ``MarksMoved`` when the marks do not hold (``marks_hold``).
     """
     from pathlib import Path
 
@@ -230,16 +275,25 @@ def list_runs_sqlite(db_file: str, experiment_ids: list[str], deleted: bool = Fa
     con.isolation_level = None
     try:
         con.execute("BEGIN")
+        if written_after is not None and not marks_hold(con, written_after):
+            raise MarksMoved(db_file)
+        marks = store_marks(con)
         con.execute("CREATE TEMP TABLE wanted (run_uuid TEXT PRIMARY KEY)")
-        con.execute("CREATE TEMP TABLE also (run_uuid TEXT PRIMARY KEY)")
-        con.executemany("INSERT OR IGNORE INTO also VALUES (?)", [(r,) for r in also])
-        marks = ",".join("?" * len(experiment_ids))
-        since = "" if changed_since is None else (
-            "AND (start_time >= ? OR end_time >= ? OR status = 'RUNNING' OR run_uuid IN (SELECT run_uuid FROM also))")
+        qmarks = ",".join("?" * len(experiment_ids))
+        where = ""
+        if written_after is not None:
+            con.execute("CREATE TEMP TABLE moved (run_uuid TEXT PRIMARY KEY)")
+            con.executemany("INSERT OR IGNORE INTO moved VALUES (?)", [(r,) for r in also])
+            since = -1 if since_ms is None else int(since_ms)  # NULLs compare false
+            con.execute("INSERT OR IGNORE INTO moved SELECT run_uuid FROM runs WHERE rowid > ? OR status = 'RUNNING' "
+                        "OR start_time >= ? OR end_time >= ?", [int(written_after["runs"][0]), since, since])
+            for table in MARK_TABLES[1:]:  # a range of rowids: read from the end of the table, whatever its size
+                con.execute(f"INSERT OR IGNORE INTO moved SELECT DISTINCT run_uuid FROM {table} WHERE rowid > ?",
+                            [int(written_after[table][0])])
+            where = "AND run_uuid IN (SELECT run_uuid FROM moved)"
         con.execute(f"INSERT INTO wanted SELECT run_uuid FROM runs WHERE lifecycle_stage = ? "
-                    f"AND CAST(experiment_id AS TEXT) IN ({marks}) {since}",
-                    ["deleted" if deleted else "active", *[str(e) for e in experiment_ids],
-                     *([] if changed_since is None else [int(changed_since)] * 2)])
+                    f"AND CAST(experiment_id AS TEXT) IN ({qmarks}) {where}",
+                    ["deleted" if deleted else "active", *[str(e) for e in experiment_ids]])
         runs: dict[str, RunSnapshot] = {}
         for rid, exp, name, status, user, start, end, stage, uri in con.execute(
                 "SELECT r.run_uuid, r.experiment_id, r.name, r.status, r.user_id, r.start_time, r.end_time, "
@@ -265,20 +319,44 @@ def list_runs_sqlite(db_file: str, experiment_ids: list[str], deleted: bool = Fa
     keep = {rid: r for rid, r in runs.items() if r.tags.get(tg.ROLE) != tg.ROLE_LEASE}
     if len(keep) < len(runs):
         metrics = metrics[metrics["run_id"].isin(list(keep))].reset_index(drop=True)
-    return Listing(keep, metrics)
+    return Listing(keep, metrics, marks)
+
+
+def deleted_run_ids(client, experiment_ids: list[str], store_uri: str | None = None) -> set[str]:
+    """Ids of the deleted runs of ``experiment_ids`` (of an SQLite store: one query on ``runs``)."""
+    if (db_file := sqlite_file(store_uri)) is None:
+        return set(list_runs(client, experiment_ids, deleted=True).runs)
+    from pathlib import Path
+
+    from countboard.tracking.integrity import connect_ro
+
+    con = connect_ro(Path(db_file))
+    try:
+        marks = ",".join("?" * len(experiment_ids))
+        return {r for (r,) in con.execute(f"SELECT run_uuid FROM runs WHERE lifecycle_stage = 'deleted' AND "
+                                          f"CAST(experiment_id AS TEXT) IN ({marks})",
+                                          [str(e) for e in experiment_ids])}
+    finally:
+        con.close()
 
 
 def list_changed_runs(client, experiment_ids: list[str], since_ms: int, also: list[str],
-                      store_uri: str | None = None) -> Listing:
-    """Active runs that may have changed since ``since_ms``: started or ended since then, still running, or in
-    ``also`` (runs that were running at the last index).
+                      store_uri: str | None = None, marks: dict | None = None) -> Listing:
+    """Active runs that may have changed since the last listing, and runs in ``also`` (runs that were running
+    then).
 
-    Three disjoint searches (the filter language has no OR), so a run started and ended since then is read once;
-    a ``sqlite:///`` ``store_uri`` is read directly, in one.
+    A ``sqlite:///`` ``store_uri`` is read directly, in one transaction, and what changed is told by the store's
+    rowids since ``marks`` (``list_runs_sqlite``), so runs written by a host whose clock is off are found as soon
+    as they are written (runs started or ended since ``since_ms`` too: edits in place write no new row); raises
+    ``MarksMoved`` when there are no marks or they do not hold. A server is asked for
+    the runs started or ended since ``since_ms`` or still running: three disjoint searches (the filter language
+    has no OR), so a run started and ended since then is read once.
     """
-    since = int(since_ms)
     if (db_file := sqlite_file(store_uri)) is not None:
-        return list_runs_sqlite(db_file, experiment_ids, changed_since=since, also=also)
+        if marks is None:
+            raise MarksMoved(db_file)
+        return list_runs_sqlite(db_file, experiment_ids, written_after=marks, also=also, since_ms=since_ms)
+    since = int(since_ms)
     parts = [list_runs(client, experiment_ids, flt) for flt in (
         f"attributes.start_time >= {since}",
         f"attributes.start_time < {since} AND attributes.end_time >= {since}",
