@@ -215,8 +215,11 @@ def test_a_sweep_on_a_terminal_shows_one_line_redrawn_in_place(tmp_path):
     session = f"countboard-progress-{os.getpid()}"
     env = _env(tmp_path)
     script = tmp_path / "sweep.sh"
-    exports = "".join(f"export {k}={_quote(v)}\n" for k, v in env.items() if re.fullmatch(r"[A-Z_][A-Z0-9_]*", k))
-    script.write_text(f"{exports}cd {_quote(str(tmp_path))}\n"
+    # the pane's own size, not one the environment carries (shutil.get_terminal_size reads COLUMNS first)
+    exports = "".join(f"export {k}={_quote(v)}\n" for k, v in env.items()
+                      if re.fullmatch(r"[A-Z_][A-Z0-9_]*", k) and k not in ("COLUMNS", "LINES"))
+    # the pane's size set on its terminal before the sweep starts (a detached session may begin at tmux's default)
+    script.write_text(f"{exports}stty cols 150 rows 60\ncd {_quote(str(tmp_path))}\n"
                       f"{' '.join(_quote(a) for a in _sweep_cmd(tmp_path))}\necho \"EXIT $?\"\nsleep 300\n")
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "60", "bash", str(script)],
                    check=True)
