@@ -107,27 +107,16 @@ def test_an_index_damaged_under_the_page_is_one_line_until_rebuilt(live_index, p
 
 
 @pytest.mark.parametrize("page", SOME_PAGES)
-def test_an_index_damaged_in_its_middle_is_one_line_until_rebuilt(live_index, page):
+@pytest.mark.parametrize(("fault", "says"), [(_damage, "cannot be read"), (_truncate, "")],
+                         ids=["damaged_in_its_middle", "truncated"])
+def test_a_damaged_index_is_one_line_until_rebuilt(live_index, page, fault, says):
     store, db = live_index
     at = app_test(page).run()
     _healthy(at)
-    _damage(db)
+    fault(db)
     at.run()
     line = _fault_line(at, db)
-    assert "cannot be read" in line
-    _run_rebuild(line, store.store_dir)
-    at.run()
-    _healthy(at)
-
-
-@pytest.mark.parametrize("page", SOME_PAGES)
-def test_a_truncated_index_is_one_line_until_rebuilt(live_index, page):
-    store, db = live_index
-    at = app_test(page).run()
-    _healthy(at)
-    _truncate(db)
-    at.run()
-    line = _fault_line(at, db)
+    assert says in line
     _run_rebuild(line, store.store_dir)
     at.run()
     _healthy(at)

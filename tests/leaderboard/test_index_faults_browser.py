@@ -13,18 +13,13 @@ import os
 import re
 import shlex
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from tests.fixtures.browser import MISSING, Watched, browser
+from tests.fixtures.browser import MISSING, Watched, board_server, browser
 
 from countboard import cli
-from countboard.commands.leaderboard import leaderboard_command
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "leaderboard"
 PROBE = """JSON.stringify({
@@ -36,41 +31,17 @@ PROBE = """JSON.stringify({
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=f"headless browser test {MISSING}")]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def served(filled_index, tmp_path):
     """``streamlit run`` of the app over a copy of the filled index, bound to loopback; (base URL, index path)."""
     store, source = filled_index
     db = tmp_path / "index.duckdb"
     shutil.copyfile(source, db)
-    port = _free_port()
     log = tmp_path / "server.log"
     env = {**os.environ, "COUNTBOARD_INDEX_DB": str(db), "COUNTBOARD_STORE": store.uri,
            "COUNTBOARD_MLFLOW_UI": "http://127.0.0.1:5000"}
-    cmd = leaderboard_command(db, "127.0.0.1", port)
-    cmd[0] = sys.executable
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read().strip() == b"ok":
-                    break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"streamlit did not come up; log:\n{log.read_text()[-3000:]}") from None
-                time.sleep(0.5)
+    with board_server(db, log, env) as base:
         yield base, db, log
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 def _wait_for(page, done, timeout: float = 90.0) -> dict:

@@ -14,17 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from tests.fixtures.browser import MISSING, Watched, browser
+from tests.fixtures.browser import MISSING, Watched, board_server, browser
 
-from countboard.commands.leaderboard import leaderboard_command
 from countboard.schema import load_schema
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "leaderboard"
@@ -55,12 +50,6 @@ PROBE = """JSON.stringify({
   text: document.body.innerText})"""
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=f"headless browser test {MISSING}")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -97,28 +86,10 @@ def server(board_index, tmp_path_factory):
     """``streamlit run`` of the app over the filled index and its smoke run (or ``$COUNTBOARD_BROWSER_INDEX``, e.g.
     the 5,000-run index of ``benchmarks/leaderboard_render.py``), bound to loopback."""
     db = Path(os.environ.get(OTHER_INDEX_ENV) or board_index[1])
-    port = _free_port()
     log = tmp_path_factory.mktemp("streamlit") / "server.log"
     env = {**os.environ, "COUNTBOARD_INDEX_DB": str(db), "COUNTBOARD_MLFLOW_UI": "http://127.0.0.1:5000"}
-    cmd = leaderboard_command(db, "127.0.0.1", port)
-    cmd[0] = sys.executable
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read().strip() == b"ok":
-                    break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"streamlit did not come up; log:\n{log.read_text()[-3000:]}") from None
-                time.sleep(0.5)
+    with board_server(db, log, env) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 def _render_all(base: str, shots: Path) -> dict[str, dict]:
